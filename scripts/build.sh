@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Sets up (scripts/setup.sh), configures once and builds everything: server, tests,
+# benchmarks and the Python client stubs. Build directory: $PITLANE_BUILD_DIR or build/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+build_dir=${PITLANE_BUILD_DIR:-build}
+if [ ! -f "$build_dir/build.ninja" ]; then
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
+fi
+cmake --build "$build_dir" -j2

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what Pitlane needs to build, test and run, from Debian 12's apt only.
+# Idempotent and fast: when every package is present it only checks and returns.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ pkg-config
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
+  libabsl-dev libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-grpcio python3-protobuf python3-pytest
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$package")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}" >&2
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  sudo=(sudo)
+fi
+"${sudo[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+  "${missing[@]}"

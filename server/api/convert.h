@@ -1,0 +1,30 @@
+// Pure conversions between the wire API (pitlane.v1 protos) and the core and session types.
+//
+// FromProto functions validate what the core cannot see (unset vs zero, unknown enum values,
+// a missing oneof) and return InvalidArgument naming the field relative to the message they
+// convert; callers prefix the message's own position (e.g. "vehicles[2]").
+#ifndef PITLANE_SERVER_API_CONVERT_H_
+#define PITLANE_SERVER_API_CONVERT_H_
+
+#include "absl/status/statusor.h"
+#include "pitlane/v1/simulator.pb.h"
+#include "server/session/session.h"
+#include "server/session/session_manager.h"
+#include "server/sim/vehicle.h"
+
+namespace pitlane::api {
+
+namespace v1 = ::pitlane::v1;
+
+absl::StatusOr<session::SessionRequest> SessionRequestFromProto(const v1::SessionConfig& config);
+absl::StatusOr<sim::VehicleSpec> VehicleSpecFromProto(const v1::VehicleSpec& spec);
+sim::VehicleInput VehicleInputFromProto(const v1::VehicleControl& control);
+
+void SimTimeToProto(const session::SimTime& time, v1::SimTime* out);
+void SessionToProto(const session::SessionDescription& session, v1::SessionInfo* out);
+void VehicleSpecToProto(const sim::VehicleSpec& spec, v1::VehicleSpec* out);
+void FrameToProto(const session::Frame& frame, v1::WorldState* out);
+
+}  // namespace pitlane::api
+
+#endif  // PITLANE_SERVER_API_CONVERT_H_

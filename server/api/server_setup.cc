@@ -1,0 +1,51 @@
+#include "server/api/server_setup.h"
+
+#include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.pb.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+
+namespace pitlane::api {
+
+Server::Server(const ServerOptions& options) : sessions_(options.limits), service_(sessions_) {}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(
+    const ServerOptions& options, const std::vector<grpc::Service*>& extra_services) {
+  // Both are process-wide switches that must precede the builder. The health service's
+  // descriptor is referenced so that its generated code is linked in and reflection can
+  // describe grpc.health.v1.Health.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
+
+  std::unique_ptr<Server> server(new Server(options));
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  builder.RegisterService(&server->service_);
+  for (grpc::Service* service : extra_services) builder.RegisterService(service);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("listen: cannot listen on \"", options.listen_address, "\""));
+  }
+  server->port_ = port;
+  const std::string& listen = options.listen_address;
+  server->address_ = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+  server->server_->GetHealthCheckService()->SetServingStatus(
+      ::pitlane::v1::Simulator::service_full_name(), true);
+  return server;
+}
+
+void Server::Shutdown(std::chrono::milliseconds grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  for (const auto& session : sessions_.List()) session->Close();
+  server_->Shutdown(std::chrono::system_clock::now() + grace);
+  server_->Wait();
+}
+
+Server::~Server() { Shutdown(); }
+
+}  // namespace pitlane::api

@@ -1,0 +1,60 @@
+// A running Pitlane server: the Simulator service, gRPC health checking and server
+// reflection on one listening port. main.cc, the service tests and the benchmarks all start
+// the server through here, so they all run the same wiring.
+#ifndef PITLANE_SERVER_API_SERVER_SETUP_H_
+#define PITLANE_SERVER_API_SERVER_SETUP_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+#include "server/api/simulator_service.h"
+#include "server/session/session_manager.h"
+
+namespace pitlane::api {
+
+struct ServerOptions {
+  // host:port to listen on; port 0 picks a free port (see Server::address()).
+  std::string listen_address = "127.0.0.1:50051";
+  session::ServerLimits limits;
+  // Largest request the server accepts, bytes (gRPC's default is 4 MiB; spawning 100k
+  // vehicles in one call takes about 6 MiB).
+  int max_receive_message_bytes = 64 << 20;
+};
+
+class Server {
+ public:
+  // Builds and starts the server. `extra_services` (not owned; must outlive the server) are
+  // registered beside the Simulator, e.g. a benchmark's baseline service. Unavailable if the
+  // address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(
+      const ServerOptions& options, const std::vector<grpc::Service*>& extra_services = {});
+
+  // Ends every session (their streams finish with OK), then stops the server, cancelling
+  // calls still running after `grace`. Idempotent.
+  void Shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+  ~Server();
+
+  // The address actually bound, host:port, with the port resolved.
+  const std::string& address() const { return address_; }
+  int port() const { return port_; }
+  grpc::Server& grpc_server() { return *server_; }
+  session::SessionManager& sessions() { return sessions_; }
+
+ private:
+  explicit Server(const ServerOptions& options);
+
+  session::SessionManager sessions_;
+  SimulatorService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace pitlane::api
+
+#endif  // PITLANE_SERVER_API_SERVER_SETUP_H_

@@ -1,0 +1,278 @@
+#include "server/api/simulator_service.h"
+
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "server/api/convert.h"
+#include "server/api/grpc_status.h"
+#include "server/util/field_checks.h"
+#include "server/util/status_macros.h"
+
+namespace pitlane::api {
+namespace {
+
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
+                                      const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+// One StreamStates call: a session subscriber on one side, a gRPC stream on the other.
+//
+// The session hands frames over on its stepping thread (OnFrame, which must not block); the
+// stream writes one at a time (one write in flight, the next started from OnWriteDone). A
+// frame that arrives while a write is in flight waits in a one-frame mailbox; a newer frame
+// replaces it and the replaced one is counted as skipped. So a slow reader costs the session
+// nothing and holds at most two frames.
+//
+// Ownership: the reactor owns itself through `self_` until gRPC calls OnDone; the session
+// holds another reference while subscribed, so a frame delivery never meets a dead object.
+class StateStreamReactor final : public grpc::ServerWriteReactor<v1::StreamStatesResponse>,
+                                 public session::FrameSink {
+ public:
+  static grpc::ServerWriteReactor<v1::StreamStatesResponse>* Start(
+      std::shared_ptr<session::Session> session, std::uint32_t every_n_ticks) {
+    auto reactor = std::shared_ptr<StateStreamReactor>(new StateStreamReactor(session));
+    reactor->self_ = reactor;
+    const absl::StatusOr<std::uint64_t> handle = session->Subscribe(every_n_ticks, reactor);
+    absl::MutexLock lock(&reactor->mu_);
+    if (!handle.ok()) {
+      reactor->FinishLocked(ToGrpcStatus(handle.status()));
+    } else if (reactor->done_) {
+      session->Unsubscribe(*handle);  // OnDone ran before the handle was known.
+    } else {
+      reactor->subscription_ = *handle;
+    }
+    return reactor.get();
+  }
+
+  void OnFrame(std::shared_ptr<const session::Frame> frame) override {
+    absl::MutexLock lock(&mu_);
+    if (finishing_) return;
+    if (write_in_flight_) {
+      if (pending_ != nullptr) ++skipped_frames_;
+      pending_ = std::move(frame);
+      return;
+    }
+    WriteLocked(std::move(frame));
+  }
+
+  void OnSessionClosed() override {
+    absl::MutexLock lock(&mu_);
+    session_closed_ = true;
+    if (!write_in_flight_) FinishLocked(grpc::Status::OK);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    write_in_flight_ = false;
+    if (finishing_) return;
+    if (!ok) {
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the stream broke"));
+    } else if (pending_ != nullptr) {
+      WriteLocked(std::exchange(pending_, nullptr));
+    } else if (session_closed_) {
+      FinishLocked(grpc::Status::OK);
+    }
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    std::optional<std::uint64_t> subscription;
+    {
+      absl::MutexLock lock(&mu_);
+      done_ = true;
+      subscription = subscription_;
+    }
+    if (subscription.has_value()) session_->Unsubscribe(*subscription);
+    self_.reset();  // May destroy this object: nothing may follow.
+  }
+
+ private:
+  explicit StateStreamReactor(std::shared_ptr<session::Session> session)
+      : session_(std::move(session)) {}
+
+  void WriteLocked(std::shared_ptr<const session::Frame> frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    response_.Clear();
+    FrameToProto(*frame, response_.mutable_state());
+    response_.set_skipped_frames(std::exchange(skipped_frames_, 0));
+    write_in_flight_ = true;
+    StartWrite(&response_);
+  }
+
+  void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finishing_) return;
+    finishing_ = true;
+    pending_.reset();
+    Finish(std::move(status));
+  }
+
+  const std::shared_ptr<session::Session> session_;
+  std::shared_ptr<StateStreamReactor> self_;
+
+  absl::Mutex mu_;
+  v1::StreamStatesResponse response_ ABSL_GUARDED_BY(mu_);  // The write in flight.
+  std::shared_ptr<const session::Frame> pending_ ABSL_GUARDED_BY(mu_);
+  std::uint64_t skipped_frames_ ABSL_GUARDED_BY(mu_) = 0;
+  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  bool session_closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<std::uint64_t> subscription_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* SimulatorService::CreateSession(grpc::CallbackServerContext* context,
+                                                          const v1::CreateSessionRequest* request,
+                                                          v1::CreateSessionResponse* response) {
+  return FinishUnary(context, [&]() -> absl::Status {
+    const auto session_request = SessionRequestFromProto(request->config());
+    if (!session_request.ok()) return PrefixField("config", session_request.status());
+    auto session = sessions_.Create(*session_request);
+    if (!session.ok()) return PrefixField("config", session.status());
+    SessionToProto((*session)->Describe(/*with_vehicles=*/false), response->mutable_session());
+    return absl::OkStatus();
+  }());
+}
+
+grpc::ServerUnaryReactor* SimulatorService::GetSession(grpc::CallbackServerContext* context,
+                                                       const v1::GetSessionRequest* request,
+                                                       v1::GetSessionResponse* response) {
+  return FinishUnary(context, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+    SessionToProto(session->Describe(/*with_vehicles=*/true), response->mutable_session());
+    return absl::OkStatus();
+  }());
+}
+
+grpc::ServerUnaryReactor* SimulatorService::ListSessions(grpc::CallbackServerContext* context,
+                                                         const v1::ListSessionsRequest* /*request*/,
+                                                         v1::ListSessionsResponse* response) {
+  for (const auto& session : sessions_.List()) {
+    SessionToProto(session->Describe(/*with_vehicles=*/false), response->add_sessions());
+  }
+  return FinishUnary(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* SimulatorService::DeleteSession(grpc::CallbackServerContext* context,
+                                                          const v1::DeleteSessionRequest* request,
+                                                          v1::DeleteSessionResponse* response) {
+  return FinishUnary(context, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const session::SimTime time, sessions_.Delete(request->session_id()));
+    SimTimeToProto(time, response->mutable_time());
+    return absl::OkStatus();
+  }());
+}
+
+grpc::ServerUnaryReactor* SimulatorService::SpawnVehicle(grpc::CallbackServerContext* context,
+                                                         const v1::SpawnVehicleRequest* request,
+                                                         v1::SpawnVehicleResponse* response) {
+  return FinishUnary(context, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+    const int count = request->vehicles_size();
+    if (count < 1 || count > kMaxSpawnsPerCall) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "vehicles: must hold 1 to ", kMaxSpawnsPerCall, " specs, got ", count));
+    }
+    std::vector<sim::VehicleSpec> specs;
+    specs.reserve(count);
+    for (int i = 0; i < count; ++i) {
+      absl::StatusOr<sim::VehicleSpec> spec = VehicleSpecFromProto(request->vehicles(i));
+      if (!spec.ok()) return PrefixField(absl::StrCat("vehicles[", i, "]"), spec.status());
+      specs.push_back(*std::move(spec));
+    }
+    auto ids = session->SpawnVehicles(specs);
+    if (!ids.ok()) return PrefixField("vehicles", ids.status());
+    response->mutable_vehicle_ids()->Add(ids->begin(), ids->end());
+    SimTimeToProto(session->Now(), response->mutable_time());
+    return absl::OkStatus();
+  }());
+}
+
+grpc::ServerUnaryReactor* SimulatorService::RemoveVehicle(grpc::CallbackServerContext* context,
+                                                          const v1::RemoveVehicleRequest* request,
+                                                          v1::RemoveVehicleResponse* response) {
+  return FinishUnary(context, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+    RETURN_IF_ERROR(session->RemoveVehicle(request->vehicle_id()));
+    SimTimeToProto(session->Now(), response->mutable_time());
+    return absl::OkStatus();
+  }());
+}
+
+grpc::ServerUnaryReactor* SimulatorService::SetControls(grpc::CallbackServerContext* context,
+                                                        const v1::SetControlsRequest* request,
+                                                        v1::SetControlsResponse* response) {
+  return FinishUnary(context, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+    if (request->controls_size() > kMaxControlsPerCall) {
+      return absl::InvalidArgumentError(absl::StrCat("controls: at most ", kMaxControlsPerCall,
+                                                     " per call, got ",
+                                                     request->controls_size()));
+    }
+    std::vector<sim::VehicleInput> inputs;
+    inputs.reserve(request->controls_size());
+    for (const v1::VehicleControl& control : request->controls()) {
+      inputs.push_back(VehicleInputFromProto(control));
+    }
+    auto time = session->SetControls(inputs);
+    if (!time.ok()) return PrefixField("controls", time.status());
+    SimTimeToProto(*time, response->mutable_time());
+    response->set_applies_from_tick(time->tick + 1);
+    return absl::OkStatus();
+  }());
+}
+
+grpc::ServerUnaryReactor* SimulatorService::Step(grpc::CallbackServerContext* context,
+                                                 const v1::StepRequest* request,
+                                                 v1::StepResponse* response) {
+  return FinishUnary(context, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+    std::optional<std::uint64_t> expected_tick;
+    if (request->has_expected_tick()) expected_tick = request->expected_tick();
+    ASSIGN_OR_RETURN(const auto frame, session->Step(request->ticks(), expected_tick));
+    FrameToProto(*frame, response->mutable_state());
+    return absl::OkStatus();
+  }());
+}
+
+grpc::ServerUnaryReactor* SimulatorService::GetState(grpc::CallbackServerContext* context,
+                                                     const v1::GetStateRequest* request,
+                                                     v1::GetStateResponse* response) {
+  return FinishUnary(context, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+    FrameToProto(*session->CurrentFrame(), response->mutable_state());
+    return absl::OkStatus();
+  }());
+}
+
+grpc::ServerWriteReactor<v1::StreamStatesResponse>* SimulatorService::StreamStates(
+    grpc::CallbackServerContext* /*context*/, const v1::StreamStatesRequest* request) {
+  absl::StatusOr<std::shared_ptr<session::Session>> session =
+      sessions_.Find(request->session_id());
+  if (!session.ok()) {
+    // A reactor that only reports the error.
+    class Failed : public grpc::ServerWriteReactor<v1::StreamStatesResponse> {
+     public:
+      explicit Failed(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+      void OnDone() override { delete this; }
+    };
+    return new Failed(session.status());
+  }
+  const std::uint32_t every_n_ticks =
+      request->has_every_n_ticks() ? request->every_n_ticks() : 1;
+  return StateStreamReactor::Start(*std::move(session), every_n_ticks);
+}
+
+}  // namespace pitlane::api

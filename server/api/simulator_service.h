@@ -1,0 +1,62 @@
+// The pitlane.v1.Simulator gRPC service: thin callback-API handlers over SessionManager.
+//
+// Each handler converts its request (convert.h), calls the session layer, converts the
+// result back, and maps errors with ToGrpcStatus. No handler touches a world directly.
+#ifndef PITLANE_SERVER_API_SIMULATOR_SERVICE_H_
+#define PITLANE_SERVER_API_SIMULATOR_SERVICE_H_
+
+#include <cstdint>
+
+#include "pitlane/v1/simulator.grpc.pb.h"
+#include "server/session/session_manager.h"
+
+namespace pitlane::api {
+
+namespace v1 = ::pitlane::v1;
+
+// Most vehicles one SpawnVehicle call may add, and most controls one SetControls may carry.
+inline constexpr int kMaxSpawnsPerCall = 100000;
+inline constexpr int kMaxControlsPerCall = 1000000;
+
+class SimulatorService final : public ::pitlane::v1::Simulator::CallbackService {
+ public:
+  // `sessions` must outlive the service and the server it is registered with.
+  explicit SimulatorService(session::SessionManager& sessions) : sessions_(sessions) {}
+
+  grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* context,
+                                          const v1::CreateSessionRequest* request,
+                                          v1::CreateSessionResponse* response) override;
+  grpc::ServerUnaryReactor* GetSession(grpc::CallbackServerContext* context,
+                                       const v1::GetSessionRequest* request,
+                                       v1::GetSessionResponse* response) override;
+  grpc::ServerUnaryReactor* ListSessions(grpc::CallbackServerContext* context,
+                                         const v1::ListSessionsRequest* request,
+                                         v1::ListSessionsResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteSession(grpc::CallbackServerContext* context,
+                                          const v1::DeleteSessionRequest* request,
+                                          v1::DeleteSessionResponse* response) override;
+  grpc::ServerUnaryReactor* SpawnVehicle(grpc::CallbackServerContext* context,
+                                         const v1::SpawnVehicleRequest* request,
+                                         v1::SpawnVehicleResponse* response) override;
+  grpc::ServerUnaryReactor* RemoveVehicle(grpc::CallbackServerContext* context,
+                                          const v1::RemoveVehicleRequest* request,
+                                          v1::RemoveVehicleResponse* response) override;
+  grpc::ServerUnaryReactor* SetControls(grpc::CallbackServerContext* context,
+                                        const v1::SetControlsRequest* request,
+                                        v1::SetControlsResponse* response) override;
+  grpc::ServerUnaryReactor* Step(grpc::CallbackServerContext* context,
+                                 const v1::StepRequest* request,
+                                 v1::StepResponse* response) override;
+  grpc::ServerUnaryReactor* GetState(grpc::CallbackServerContext* context,
+                                     const v1::GetStateRequest* request,
+                                     v1::GetStateResponse* response) override;
+  grpc::ServerWriteReactor<v1::StreamStatesResponse>* StreamStates(
+      grpc::CallbackServerContext* context, const v1::StreamStatesRequest* request) override;
+
+ private:
+  session::SessionManager& sessions_;
+};
+
+}  // namespace pitlane::api
+
+#endif  // PITLANE_SERVER_API_SIMULATOR_SERVICE_H_

@@ -1,0 +1,454 @@
+// The Simulator service through an in-process channel to a fully wired server.
+#include "server/api/simulator_service.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "server/api/server_setup.h"
+
+namespace pitlane::api {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+class SimulatorServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerOptions options;
+    options.listen_address = "127.0.0.1:0";
+    options.limits = {.max_sessions = 4, .max_vehicles_per_session = 5, .max_ticks_per_step = 100};
+    auto server = Server::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    stub_ = v1::Simulator::NewStub(server_->grpc_server().InProcessChannel({}));
+  }
+
+  std::unique_ptr<grpc::ClientContext> Context() {
+    auto context = std::make_unique<grpc::ClientContext>();
+    context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return context;
+  }
+
+  std::string CreateSession() {
+    v1::CreateSessionRequest request;
+    v1::CreateSessionResponse response;
+    EXPECT_TRUE(stub_->CreateSession(Context().get(), request, &response).ok());
+    return response.session().session_id();
+  }
+
+  std::uint64_t Spawn(const std::string& session_id, double x_m = 0, double speed_mps = 0) {
+    v1::SpawnVehicleRequest request;
+    request.set_session_id(session_id);
+    v1::VehicleSpec* spec = request.add_vehicles();
+    spec->mutable_initial_pose()->set_x_m(x_m);
+    spec->set_initial_speed_mps(speed_mps);
+    spec->mutable_kinematic_bicycle();
+    v1::SpawnVehicleResponse response;
+    const grpc::Status status = stub_->SpawnVehicle(Context().get(), request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response.vehicle_ids(0);
+  }
+
+  grpc::Status Step(const std::string& session_id, std::uint32_t ticks,
+                    v1::StepResponse* response) {
+    v1::StepRequest request;
+    request.set_session_id(session_id);
+    request.set_ticks(ticks);
+    return stub_->Step(Context().get(), request, response);
+  }
+
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<v1::Simulator::Stub> stub_;
+};
+
+TEST_F(SimulatorServiceTest, LockstepRoundTrip) {
+  const std::string id = CreateSession();
+  EXPECT_EQ(id, "s-1");
+  const std::uint64_t vehicle = Spawn(id, 0, 5.0);
+  EXPECT_EQ(vehicle, 1u);
+
+  v1::SetControlsRequest controls;
+  controls.set_session_id(id);
+  v1::VehicleControl* control = controls.add_controls();
+  control->set_vehicle_id(vehicle);
+  control->set_steering_angle_rad(0.2);
+  control->set_acceleration_mps2(100);  // Clamped to the default 3 m/s^2.
+  v1::SetControlsResponse set;
+  ASSERT_TRUE(stub_->SetControls(Context().get(), controls, &set).ok());
+  EXPECT_EQ(set.time().tick(), 0u);
+  EXPECT_EQ(set.applies_from_tick(), 1u);
+
+  v1::StepResponse step;
+  ASSERT_TRUE(Step(id, 10, &step).ok());
+  EXPECT_EQ(step.state().time().tick(), 10u);
+  EXPECT_DOUBLE_EQ(step.state().time().sim_time_s(), 0.2);
+  ASSERT_EQ(step.state().vehicles_size(), 1);
+  const v1::VehicleState& v = step.state().vehicles(0);
+  EXPECT_EQ(v.steering_angle_rad(), 0.2);
+  EXPECT_NEAR(v.acceleration_mps2(), 3.0, 1e-9);
+  EXPECT_NEAR(v.speed_mps(), 5.0 + 3.0 * 0.2, 1e-12);
+
+  v1::GetStateRequest get;
+  get.set_session_id(id);
+  v1::GetStateResponse state;
+  ASSERT_TRUE(stub_->GetState(Context().get(), get, &state).ok());
+  EXPECT_EQ(state.state().SerializeAsString(), step.state().SerializeAsString());
+
+  v1::GetSessionRequest describe;
+  describe.set_session_id(id);
+  v1::GetSessionResponse session;
+  ASSERT_TRUE(stub_->GetSession(Context().get(), describe, &session).ok());
+  EXPECT_EQ(session.session().time().tick(), 10u);
+  ASSERT_EQ(session.session().vehicles_size(), 1);
+  // The resolved spec carries every default.
+  EXPECT_NEAR(session.session().vehicles(0).spec().kinematic_bicycle().rear_overhang_m(), 0.9,
+              1e-15);
+  EXPECT_EQ(session.session().config().max_vehicles(), 5u);
+}
+
+// One bad request and what it must answer.
+struct BadRequest {
+  std::string name;
+  grpc::StatusCode code;
+  std::string field;  // Must appear in the message.
+  std::function<grpc::Status(SimulatorServiceTest&, v1::Simulator::Stub&, const std::string&)>
+      call;
+};
+
+std::vector<BadRequest> BadRequests() {
+  using Code = grpc::StatusCode;
+  using Stub = v1::Simulator::Stub;
+  using T = SimulatorServiceTest;
+  const auto context = [] {
+    auto c = std::make_unique<grpc::ClientContext>();
+    c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return c;
+  };
+  const auto create = [context](std::function<void(v1::SessionConfig&)> edit) {
+    return [context, edit](T&, Stub& stub, const std::string&) {
+      v1::CreateSessionRequest request;
+      edit(*request.mutable_config());
+      v1::CreateSessionResponse response;
+      return stub.CreateSession(context().get(), request, &response);
+    };
+  };
+  const auto spawn = [context](std::function<void(v1::VehicleSpec&)> edit) {
+    return [context, edit](T&, Stub& stub, const std::string& id) {
+      v1::SpawnVehicleRequest request;
+      request.set_session_id(id);
+      v1::VehicleSpec* spec = request.add_vehicles();
+      spec->mutable_kinematic_bicycle();
+      edit(*spec);
+      v1::SpawnVehicleResponse response;
+      return stub.SpawnVehicle(context().get(), request, &response);
+    };
+  };
+  const auto control = [context](std::uint64_t vehicle, double accel, double steer) {
+    return [context, vehicle, accel, steer](T&, Stub& stub, const std::string& id) {
+      v1::SetControlsRequest request;
+      request.set_session_id(id);
+      v1::VehicleControl* c = request.add_controls();
+      c->set_vehicle_id(vehicle);
+      c->set_acceleration_mps2(accel);
+      c->set_steering_angle_rad(steer);
+      v1::SetControlsResponse response;
+      return stub.SetControls(context().get(), request, &response);
+    };
+  };
+  const auto step = [context](std::uint32_t ticks) {
+    return [context, ticks](T&, Stub& stub, const std::string& id) {
+      v1::StepRequest request;
+      request.set_session_id(id);
+      request.set_ticks(ticks);
+      v1::StepResponse response;
+      return stub.Step(context().get(), request, &response);
+    };
+  };
+  const auto unknown_session = [context]<typename Request, typename Response>(
+                                   grpc::Status (Stub::*rpc)(grpc::ClientContext*,
+                                                             const Request&, Response*)) {
+    return [context, rpc](T&, Stub& stub, const std::string&) {
+      Request request;
+      request.set_session_id("s-404");
+      Response response;
+      return (stub.*rpc)(context().get(), request, &response);
+    };
+  };
+  return {
+      {"CreateTickRateZero", Code::INVALID_ARGUMENT, "config.tick_rate_hz",
+       create([](auto& c) { c.set_tick_rate_hz(0); })},
+      {"CreateTickRateNegative", Code::INVALID_ARGUMENT, "config.tick_rate_hz",
+       create([](auto& c) { c.set_tick_rate_hz(-50); })},
+      {"CreateTickRateNaN", Code::INVALID_ARGUMENT, "config.tick_rate_hz",
+       create([](auto& c) { c.set_tick_rate_hz(kNaN); })},
+      {"CreateTickRateInf", Code::INVALID_ARGUMENT, "config.tick_rate_hz",
+       create([](auto& c) { c.set_tick_rate_hz(kInf); })},
+      {"CreateMaxVehiclesZero", Code::INVALID_ARGUMENT, "config.max_vehicles",
+       create([](auto& c) { c.set_max_vehicles(0); })},
+      {"CreateMaxVehiclesAboveServerLimit", Code::INVALID_ARGUMENT, "config.max_vehicles",
+       create([](auto& c) { c.set_max_vehicles(6); })},
+      {"CreateUnknownClockMode", Code::INVALID_ARGUMENT, "config.clock_mode",
+       create([](auto& c) { c.set_clock_mode(static_cast<v1::ClockMode>(99)); })},
+      {"CreateLongName", Code::INVALID_ARGUMENT, "config.name",
+       create([](auto& c) { c.set_name(std::string(129, 'x')); })},
+      {"SpawnNoModel", Code::INVALID_ARGUMENT, "vehicles[0].model",
+       spawn([](auto& s) { s.clear_kinematic_bicycle(); })},
+      {"SpawnLengthZero", Code::INVALID_ARGUMENT, "vehicles[0].length_m",
+       spawn([](auto& s) { s.set_length_m(0); })},
+      {"SpawnLengthNaN", Code::INVALID_ARGUMENT, "vehicles[0].length_m",
+       spawn([](auto& s) { s.set_length_m(kNaN); })},
+      {"SpawnWidthInf", Code::INVALID_ARGUMENT, "vehicles[0].width_m",
+       spawn([](auto& s) { s.set_width_m(kInf); })},
+      {"SpawnWheelbaseLongerThanBody", Code::INVALID_ARGUMENT,
+       "vehicles[0].kinematic_bicycle.wheelbase_m",
+       spawn([](auto& s) { s.mutable_kinematic_bicycle()->set_wheelbase_m(5); })},
+      {"SpawnNegativeOverhang", Code::INVALID_ARGUMENT,
+       "vehicles[0].kinematic_bicycle.rear_overhang_m",
+       spawn([](auto& s) { s.mutable_kinematic_bicycle()->set_rear_overhang_m(-1); })},
+      {"SpawnUnknownIntegrator", Code::INVALID_ARGUMENT,
+       "vehicles[0].kinematic_bicycle.integrator",
+       spawn([](auto& s) {
+         s.mutable_kinematic_bicycle()->set_integrator(static_cast<v1::BicycleIntegrator>(7));
+       })},
+      {"SpawnPoseNaN", Code::INVALID_ARGUMENT, "vehicles[0].initial_pose.y_m",
+       spawn([](auto& s) { s.mutable_initial_pose()->set_y_m(kNaN); })},
+      {"SpawnSpeedAboveLimit", Code::INVALID_ARGUMENT, "vehicles[0].initial_speed_mps",
+       spawn([](auto& s) { s.set_initial_speed_mps(31); })},
+      {"SpawnSteeringLimitTooLarge", Code::INVALID_ARGUMENT,
+       "vehicles[0].limits.max_steering_angle_rad",
+       spawn([](auto& s) { s.mutable_limits()->set_max_steering_angle_rad(2.0); })},
+      {"SpawnEmpty", Code::INVALID_ARGUMENT, "vehicles",
+       [context](T&, Stub& stub, const std::string& id) {
+         v1::SpawnVehicleRequest request;
+         request.set_session_id(id);
+         v1::SpawnVehicleResponse response;
+         return stub.SpawnVehicle(context().get(), request, &response);
+       }},
+      {"SpawnBeyondMaxVehicles", Code::RESOURCE_EXHAUSTED, "vehicles",
+       [context](T&, Stub& stub, const std::string& id) {
+         v1::SpawnVehicleRequest request;
+         request.set_session_id(id);
+         for (int i = 0; i < 6; ++i) request.add_vehicles()->mutable_kinematic_bicycle();
+         v1::SpawnVehicleResponse response;
+         return stub.SpawnVehicle(context().get(), request, &response);
+       }},
+      {"ControlNaNAcceleration", Code::INVALID_ARGUMENT, "controls[0].acceleration_mps2",
+       control(1, kNaN, 0)},
+      {"ControlInfSteering", Code::INVALID_ARGUMENT, "controls[0].steering_angle_rad",
+       control(1, 0, -kInf)},
+      {"ControlUnknownVehicle", Code::NOT_FOUND, "controls[0].vehicle_id", control(77, 0, 0)},
+      {"ControlDuplicateVehicle", Code::INVALID_ARGUMENT, "controls[1].vehicle_id",
+       [context](T&, Stub& stub, const std::string& id) {
+         v1::SetControlsRequest request;
+         request.set_session_id(id);
+         request.add_controls()->set_vehicle_id(1);
+         request.add_controls()->set_vehicle_id(1);
+         v1::SetControlsResponse response;
+         return stub.SetControls(context().get(), request, &response);
+       }},
+      {"StepZero", Code::INVALID_ARGUMENT, "ticks", step(0)},
+      {"StepAboveLimit", Code::INVALID_ARGUMENT, "ticks", step(101)},
+      {"StepExpectedTickMismatch", Code::ABORTED, "expected_tick",
+       [context](T&, Stub& stub, const std::string& id) {
+         v1::StepRequest request;
+         request.set_session_id(id);
+         request.set_ticks(1);
+         request.set_expected_tick(5);
+         v1::StepResponse response;
+         return stub.Step(context().get(), request, &response);
+       }},
+      {"RemoveUnknownVehicle", Code::NOT_FOUND, "vehicle_id",
+       [context](T&, Stub& stub, const std::string& id) {
+         v1::RemoveVehicleRequest request;
+         request.set_session_id(id);
+         request.set_vehicle_id(42);
+         v1::RemoveVehicleResponse response;
+         return stub.RemoveVehicle(context().get(), request, &response);
+       }},
+      {"EmptySessionId", Code::INVALID_ARGUMENT, "session_id",
+       [context](T&, Stub& stub, const std::string&) {
+         v1::StepRequest request;
+         request.set_ticks(1);
+         v1::StepResponse response;
+         return stub.Step(context().get(), request, &response);
+       }},
+      {"GetSessionUnknown", Code::NOT_FOUND, "session_id",
+       unknown_session(&Stub::GetSession)},
+      {"DeleteSessionUnknown", Code::NOT_FOUND, "session_id",
+       unknown_session(&Stub::DeleteSession)},
+      {"SpawnUnknownSession", Code::NOT_FOUND, "session_id",
+       unknown_session(&Stub::SpawnVehicle)},
+      {"RemoveUnknownSession", Code::NOT_FOUND, "session_id",
+       unknown_session(&Stub::RemoveVehicle)},
+      {"SetControlsUnknownSession", Code::NOT_FOUND, "session_id",
+       unknown_session(&Stub::SetControls)},
+      {"StepUnknownSession", Code::NOT_FOUND, "session_id",
+       unknown_session(&Stub::Step)},
+      {"GetStateUnknownSession", Code::NOT_FOUND, "session_id",
+       unknown_session(&Stub::GetState)},
+  };
+}
+
+class BadRequestTest : public SimulatorServiceTest,
+                       public ::testing::WithParamInterface<BadRequest> {};
+
+INSTANTIATE_TEST_SUITE_P(SimulatorService, BadRequestTest, ::testing::ValuesIn(BadRequests()),
+                         [](const auto& info) { return info.param.name; });
+
+// Each bad request gets its status code and a message naming the field, changes nothing in
+// its session, and leaves other sessions and the server working.
+TEST_P(BadRequestTest, IsRejectedWithoutSideEffects) {
+  const std::string id = CreateSession();
+  Spawn(id, 0, 2.0);
+  const std::string other = CreateSession();
+  Spawn(other, 5, 1.0);
+  v1::StepResponse before;
+  ASSERT_TRUE(Step(other, 1, &before).ok());
+
+  const grpc::Status status = GetParam().call(*this, *stub_, id);
+  EXPECT_EQ(status.error_code(), GetParam().code) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr(GetParam().field));
+
+  v1::GetStateRequest get;
+  get.set_session_id(id);
+  v1::GetStateResponse state;
+  ASSERT_TRUE(stub_->GetState(Context().get(), get, &state).ok());
+  EXPECT_EQ(state.state().time().tick(), 0u);
+  ASSERT_EQ(state.state().vehicles_size(), 1);
+  EXPECT_EQ(state.state().vehicles(0).acceleration_mps2(), 0.0);
+  v1::StepResponse after;
+  ASSERT_TRUE(Step(id, 1, &after).ok());
+  EXPECT_EQ(after.state().vehicles(0).speed_mps(), 2.0);  // No control leaked in.
+  ASSERT_TRUE(Step(other, 1, &after).ok());
+  EXPECT_EQ(after.state().time().tick(), 2u);
+}
+
+TEST_F(SimulatorServiceTest, SessionLimitIsResourceExhausted) {
+  for (int i = 0; i < 4; ++i) CreateSession();
+  v1::CreateSessionRequest request;
+  v1::CreateSessionResponse response;
+  const grpc::Status status = stub_->CreateSession(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  v1::ListSessionsResponse list;
+  ASSERT_TRUE(stub_->ListSessions(Context().get(), {}, &list).ok());
+  EXPECT_EQ(list.sessions_size(), 4);
+  EXPECT_EQ(list.sessions(0).session_id(), "s-1");
+  EXPECT_EQ(list.sessions(3).session_id(), "s-4");
+}
+
+TEST_F(SimulatorServiceTest, RemovedVehicleIsNotFound) {
+  const std::string id = CreateSession();
+  const std::uint64_t vehicle = Spawn(id);
+  v1::RemoveVehicleRequest remove;
+  remove.set_session_id(id);
+  remove.set_vehicle_id(vehicle);
+  v1::RemoveVehicleResponse removed;
+  ASSERT_TRUE(stub_->RemoveVehicle(Context().get(), remove, &removed).ok());
+  EXPECT_EQ(stub_->RemoveVehicle(Context().get(), remove, &removed).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  v1::SetControlsRequest controls;
+  controls.set_session_id(id);
+  controls.add_controls()->set_vehicle_id(vehicle);
+  v1::SetControlsResponse set;
+  EXPECT_EQ(stub_->SetControls(Context().get(), controls, &set).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+// Streams: the first message is the current state; then every k-th tick; a reader that
+// falls behind skips frames, and what it receives plus what it skipped accounts for every
+// published frame. Deleting the session ends the stream with OK.
+TEST_F(SimulatorServiceTest, StreamStatesDecimatesAndEndsWithTheSession) {
+  const std::string id = CreateSession();
+  Spawn(id, 0, 1.0);
+  v1::StreamStatesRequest request;
+  request.set_session_id(id);
+  request.set_every_n_ticks(4);
+  grpc::ClientContext context;
+  auto reader = stub_->StreamStates(&context, request);
+  v1::StreamStatesResponse message;
+  ASSERT_TRUE(reader->Read(&message));
+  EXPECT_EQ(message.state().time().tick(), 0u);
+  EXPECT_EQ(message.skipped_frames(), 0u);
+
+  v1::StepResponse step;
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(Step(id, 1, &step).ok());
+  v1::DeleteSessionRequest remove;
+  remove.set_session_id(id);
+  v1::DeleteSessionResponse removed;
+  ASSERT_TRUE(stub_->DeleteSession(Context().get(), remove, &removed).ok());
+  EXPECT_EQ(removed.time().tick(), 40u);
+
+  std::uint64_t last_tick = 0;
+  std::uint64_t received = 0;
+  std::uint64_t skipped = 0;
+  while (reader->Read(&message)) {
+    const std::uint64_t tick = message.state().time().tick();
+    EXPECT_EQ(tick % 4, 0u);
+    EXPECT_GT(tick, last_tick);
+    EXPECT_NEAR(message.state().vehicles(0).x_m(), tick * 0.02, 1e-9);
+    last_tick = tick;
+    ++received;
+    skipped += message.skipped_frames();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(last_tick, 40u);  // The latest frame is never dropped.
+  EXPECT_EQ(received + skipped, 10u);
+}
+
+TEST_F(SimulatorServiceTest, StreamStatesErrors) {
+  const std::string id = CreateSession();
+  struct Case {
+    std::string session_id;
+    std::uint32_t every_n_ticks;
+    grpc::StatusCode code;
+  };
+  for (const Case& c : {Case{"s-404", 1, grpc::StatusCode::NOT_FOUND},
+                        Case{"", 1, grpc::StatusCode::INVALID_ARGUMENT},
+                        Case{id, 0, grpc::StatusCode::INVALID_ARGUMENT}}) {
+    v1::StreamStatesRequest request;
+    request.set_session_id(c.session_id);
+    request.set_every_n_ticks(c.every_n_ticks);
+    grpc::ClientContext context;
+    auto reader = stub_->StreamStates(&context, request);
+    v1::StreamStatesResponse message;
+    EXPECT_FALSE(reader->Read(&message));
+    EXPECT_EQ(reader->Finish().error_code(), c.code) << c.session_id;
+  }
+}
+
+TEST_F(SimulatorServiceTest, CancelledStreamUnsubscribes) {
+  const std::string id = CreateSession();
+  auto session = *server_->sessions().Find(id);
+  {
+    v1::StreamStatesRequest request;
+    request.set_session_id(id);
+    grpc::ClientContext context;
+    auto reader = stub_->StreamStates(&context, request);
+    v1::StreamStatesResponse message;
+    ASSERT_TRUE(reader->Read(&message));
+    EXPECT_EQ(session->subscriber_count(), 1u);
+    context.TryCancel();
+    while (reader->Read(&message)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  // OnDone runs on a gRPC thread shortly after the cancellation.
+  for (int i = 0; i < 500 && session->subscriber_count() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(session->subscriber_count(), 0u);
+}
+
+}  // namespace
+}  // namespace pitlane::api

@@ -1,0 +1,142 @@
+// A session: one world, its clock, and the clients watching it.
+//
+// Every public method is thread-safe. Handlers reach the world only through this API: the
+// world's state is owned by the session, and changes only between ticks, under its lock.
+// Lockstep clock: time moves only in Step().
+#ifndef PITLANE_SERVER_SESSION_SESSION_H_
+#define PITLANE_SERVER_SESSION_SESSION_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "server/sim/vehicle.h"
+#include "server/sim/world.h"
+
+namespace pitlane::session {
+
+// How time advances in a session.
+enum class ClockMode {
+  kLockstep,  // Only Step() advances time.
+};
+
+// A session as a client configures it (after the api layer filled in defaults).
+struct SessionConfig {
+  std::string name;                   // Label, at most sim::kMaxNameBytes bytes.
+  sim::WorldSpec world;               // Tick rate, seed, vehicle limit.
+  ClockMode clock_mode = ClockMode::kLockstep;
+};
+
+// A point on a session's clock.
+struct SimTime {
+  std::uint64_t tick = 0;   // Ticks since creation.
+  double sim_time_s = 0.0;  // tick / tick_rate_hz, seconds.
+};
+
+// The world at one tick, as published to clients. Immutable once made; shared by every
+// subscriber that takes it.
+struct Frame {
+  SimTime time;
+  std::vector<sim::VehicleSnapshot> vehicles;  // By ascending id.
+};
+
+// Receives a session's frames. Implementations must not block and must not call back into
+// the session: they are called with the session's lock held, on the thread that steps it.
+class FrameSink {
+ public:
+  virtual ~FrameSink() = default;
+  // A new frame for this sink (decimation already applied).
+  virtual void OnFrame(std::shared_ptr<const Frame> frame) = 0;
+  // The session was deleted: no more frames will come.
+  virtual void OnSessionClosed() = 0;
+};
+
+// What a session reports about itself.
+struct SessionDescription {
+  std::string id;
+  SessionConfig config;
+  SimTime time;
+  std::size_t vehicle_count = 0;
+  std::vector<sim::VehicleDescription> vehicles;  // Only when asked for.
+};
+
+class Session {
+ public:
+  // `config` must already be validated by Create's caller (SessionManager checks it with
+  // sim::World::Create, whose result is passed here).
+  Session(std::string id, SessionConfig config, sim::World world,
+          std::uint32_t max_ticks_per_step);
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const std::string& id() const { return id_; }
+
+  // See sim::World::Spawn. Every method that reaches the world fails with NotFound
+  // ("session_id") once the session is closed.
+  absl::StatusOr<std::vector<sim::VehicleId>> SpawnVehicles(absl::Span<const sim::VehicleSpec> specs);
+  // See sim::World::Remove.
+  absl::Status RemoveVehicle(sim::VehicleId id);
+  // Replaces held controls; they apply from the next tick on. See sim::World::SetInputs.
+  // Returns the time at which they were set.
+  absl::StatusOr<SimTime> SetControls(absl::Span<const sim::VehicleInput> inputs);
+
+  // Advances `ticks` ticks and returns the frame after the last. Errors: InvalidArgument
+  // ("ticks") unless 1 <= ticks <= max_ticks_per_step; Aborted if `expected_tick` is set and
+  // differs from the current tick (nothing is stepped).
+  absl::StatusOr<std::shared_ptr<const Frame>> Step(std::uint32_t ticks,
+                                                    std::optional<std::uint64_t> expected_tick);
+
+  // The current frame.
+  std::shared_ptr<const Frame> CurrentFrame() const;
+  SessionDescription Describe(bool with_vehicles) const;
+  SimTime Now() const;
+  std::uint64_t StateHash() const;
+
+  // Adds a subscriber that receives the current frame at once and then the frame after every
+  // tick that is a multiple of `every_n_ticks` (>= 1). Returns a handle for Unsubscribe.
+  // InvalidArgument ("every_n_ticks") for 0; NotFound if the session is closed.
+  absl::StatusOr<std::uint64_t> Subscribe(std::uint32_t every_n_ticks,
+                                          std::shared_ptr<FrameSink> sink);
+  // Removes a subscriber; unknown handles are ignored (the session may have closed).
+  void Unsubscribe(std::uint64_t subscription);
+  std::size_t subscriber_count() const;
+
+  // Closes the session: tells every subscriber, drops them, and fails later calls with
+  // NotFound. Idempotent. Returns the final time.
+  SimTime Close();
+
+ private:
+  struct Subscriber {
+    std::uint64_t handle;
+    std::uint32_t every_n_ticks;
+    std::shared_ptr<FrameSink> sink;
+  };
+
+  SimTime NowLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<const Frame> MakeFrameLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckOpenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands the frame of the tick just stepped to the subscribers whose decimation takes it;
+  // returns the frame if one was made.
+  std::shared_ptr<const Frame> PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string id_;
+  const SessionConfig config_;
+  const std::uint32_t max_ticks_per_step_;
+
+  mutable absl::Mutex mu_;
+  sim::World world_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<Subscriber> subscribers_ ABSL_GUARDED_BY(mu_);
+  std::uint64_t next_subscription_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace pitlane::session
+
+#endif  // PITLANE_SERVER_SESSION_SESSION_H_

@@ -1,0 +1,98 @@
+#include "server/session/session_manager.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/util/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace pitlane::session {
+
+SessionManager::SessionManager(const ServerLimits& limits) : limits_(limits) {}
+
+SessionManager::~SessionManager() {
+  // Streams still open on a session end when it closes.
+  for (const std::shared_ptr<Session>& session : List()) session->Close();
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionRequest& request) {
+  if (request.name.size() > sim::kMaxNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("name: at most ", sim::kMaxNameBytes,
+                                                   " bytes, got ", request.name.size()));
+  }
+  const std::uint32_t max_vehicles =
+      request.max_vehicles.value_or(limits_.max_vehicles_per_session);
+  if (max_vehicles < 1 || max_vehicles > limits_.max_vehicles_per_session) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_vehicles: must be in [1, ", limits_.max_vehicles_per_session,
+                     "] (the server's --max_vehicles_per_session), got ", max_vehicles));
+  }
+  SessionConfig config{
+      .name = request.name,
+      .world = {.tick_rate_hz = request.tick_rate_hz.value_or(kDefaultTickRate_hz),
+                .seed = request.seed,
+                .max_vehicles = max_vehicles},
+      .clock_mode = request.clock_mode,
+  };
+  ASSIGN_OR_RETURN(sim::World world, sim::World::Create(config.world));
+
+  const double tick_rate_hz = config.world.tick_rate_hz;
+  std::shared_ptr<Session> session;
+  std::size_t open_sessions = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (sessions_.size() >= limits_.max_sessions) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("sessions: the server holds its maximum of ", limits_.max_sessions,
+                       " sessions (--max_sessions); delete one first"));
+    }
+    std::string id = absl::StrCat("s-", next_id_++);
+    session = std::make_shared<Session>(id, std::move(config), std::move(world),
+                                        limits_.max_ticks_per_step);
+    sessions_.emplace(std::move(id), session);
+    order_.push_back(session);
+    open_sessions = sessions_.size();
+  }
+  spdlog::info("session {} created (name \"{}\", {} Hz, seed {}, max {} vehicles); {} open",
+               session->id(), request.name, tick_rate_hz, request.seed, max_vehicles,
+               open_sessions);
+  return session;
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(absl::string_view id) const {
+  if (id.empty()) return absl::InvalidArgumentError("session_id: required");
+  absl::MutexLock lock(&mu_);
+  const auto it = sessions_.find(id);
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(absl::StrCat("session_id: no session \"", id, "\""));
+  }
+  return it->second;
+}
+
+absl::StatusOr<SimTime> SessionManager::Delete(absl::string_view id) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Session> session, Find(id));
+  {
+    absl::MutexLock lock(&mu_);
+    // Another Delete may have won the race since Find.
+    if (sessions_.erase(id) == 0) {
+      return absl::NotFoundError(absl::StrCat("session_id: no session \"", id, "\""));
+    }
+    std::erase(order_, session);
+  }
+  const SimTime final_time = session->Close();
+  spdlog::info("session {} deleted at tick {}; {} open", session->id(), final_time.tick, size());
+  return final_time;
+}
+
+std::vector<std::shared_ptr<Session>> SessionManager::List() const {
+  absl::MutexLock lock(&mu_);
+  return order_;
+}
+
+std::size_t SessionManager::size() const {
+  absl::MutexLock lock(&mu_);
+  return sessions_.size();
+}
+
+}  // namespace pitlane::session

@@ -1,0 +1,71 @@
+// The sessions of one server process: creation with limits, lookup by id, deletion.
+#ifndef PITLANE_SERVER_SESSION_SESSION_MANAGER_H_
+#define PITLANE_SERVER_SESSION_SESSION_MANAGER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/session/session.h"
+
+namespace pitlane::session {
+
+// Server-wide limits, from flags.
+struct ServerLimits {
+  std::uint32_t max_sessions = 256;                // Sessions alive at once.
+  std::uint32_t max_vehicles_per_session = 100000;  // Default and cap of a session's limit.
+  std::uint32_t max_ticks_per_step = 10000;         // Ticks one Step call may advance.
+};
+
+// A session's config as the client gave it; unset optional fields take the server's
+// defaults.
+struct SessionRequest {
+  std::string name;
+  std::optional<double> tick_rate_hz;           // Default 50 Hz.
+  std::uint64_t seed = 0;
+  std::optional<std::uint32_t> max_vehicles;    // Default max_vehicles_per_session.
+  ClockMode clock_mode = ClockMode::kLockstep;
+};
+
+inline constexpr double kDefaultTickRate_hz = 50.0;
+
+// Thread-safe. Sessions are handed out as shared_ptr: a handler may still be using a session
+// while another deletes it, and the session must outlive both; Session::Close makes the
+// stragglers fail cleanly.
+class SessionManager {
+ public:
+  explicit SessionManager(const ServerLimits& limits);
+  ~SessionManager();
+
+  const ServerLimits& limits() const { return limits_; }
+
+  // Errors: InvalidArgument naming the field ("tick_rate_hz", "max_vehicles", "name");
+  // ResourceExhausted when max_sessions sessions exist.
+  absl::StatusOr<std::shared_ptr<Session>> Create(const SessionRequest& request);
+  // NotFound ("session_id") for an unknown id; InvalidArgument for an empty one.
+  absl::StatusOr<std::shared_ptr<Session>> Find(absl::string_view id) const;
+  // Removes and closes a session; returns its final time. Errors as Find.
+  absl::StatusOr<SimTime> Delete(absl::string_view id);
+  // Every session, in creation order.
+  std::vector<std::shared_ptr<Session>> List() const;
+  std::size_t size() const;
+
+ private:
+  const ServerLimits limits_;
+  mutable absl::Mutex mu_;
+  std::uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  // Creation order, for listings. Same sessions as sessions_.
+  std::vector<std::shared_ptr<Session>> order_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pitlane::session
+
+#endif  // PITLANE_SERVER_SESSION_SESSION_MANAGER_H_

@@ -1,0 +1,97 @@
+#include "server/session/session_manager.h"
+
+#include <limits>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pitlane::session {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(SessionManager, CreatesSessionsWithUniqueIdsAndDefaults) {
+  SessionManager sessions({.max_sessions = 4, .max_vehicles_per_session = 20});
+  const auto a = sessions.Create({});
+  const auto b = sessions.Create({.name = "team 2", .tick_rate_hz = 100, .seed = 9,
+                                  .max_vehicles = 5});
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(b.ok());
+  EXPECT_NE((*a)->id(), (*b)->id());
+  const SessionDescription da = (*a)->Describe(false);
+  EXPECT_EQ(da.config.world.tick_rate_hz, 50.0);
+  EXPECT_EQ(da.config.world.max_vehicles, 20u);
+  const SessionDescription db = (*b)->Describe(false);
+  EXPECT_EQ(db.config.name, "team 2");
+  EXPECT_EQ(db.config.world.tick_rate_hz, 100.0);
+  EXPECT_EQ(db.config.world.seed, 9u);
+  ASSERT_EQ(sessions.List().size(), 2u);
+  EXPECT_EQ(sessions.List()[0], *a);  // Creation order.
+}
+
+TEST(SessionManager, RejectsBadConfigsNamingTheField) {
+  SessionManager sessions({.max_sessions = 4, .max_vehicles_per_session = 20});
+  struct Case {
+    SessionRequest request;
+    std::string field;
+  };
+  const Case cases[] = {
+      {{.tick_rate_hz = 0.0}, "tick_rate_hz"},
+      {{.tick_rate_hz = -1.0}, "tick_rate_hz"},
+      {{.tick_rate_hz = std::numeric_limits<double>::quiet_NaN()}, "tick_rate_hz"},
+      {{.max_vehicles = 0u}, "max_vehicles"},
+      {{.max_vehicles = 21u}, "max_vehicles"},
+      {{.name = std::string(200, 'n')}, "name"},
+  };
+  for (const Case& c : cases) {
+    const auto session = sessions.Create(c.request);
+    EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_THAT(std::string(session.status().message()), HasSubstr(c.field));
+  }
+  EXPECT_EQ(sessions.size(), 0u);
+}
+
+TEST(SessionManager, EnforcesTheSessionLimit) {
+  SessionManager sessions({.max_sessions = 2});
+  ASSERT_TRUE(sessions.Create({}).ok());
+  const auto second = sessions.Create({});
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(sessions.Create({}).status().code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(sessions.Delete((*second)->id()).ok());
+  EXPECT_TRUE(sessions.Create({}).ok());
+}
+
+TEST(SessionManager, FindAndDelete) {
+  SessionManager sessions({});
+  const auto session = *sessions.Create({});
+  EXPECT_EQ(*sessions.Find(session->id()), session);
+  EXPECT_EQ(sessions.Find("").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sessions.Find("s-999").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(session->Step(3, std::nullopt).ok());
+  EXPECT_EQ(sessions.Delete(session->id())->tick, 3u);
+  EXPECT_EQ(sessions.Find(session->id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(sessions.Delete(session->id()).status().code(), absl::StatusCode::kNotFound);
+  // A handler still holding the session sees it closed.
+  EXPECT_EQ(session->Step(1, std::nullopt).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(SessionManager, SessionsAreIndependent) {
+  SessionManager sessions({});
+  const auto a = *sessions.Create({});
+  const auto b = *sessions.Create({});
+  sim::VehicleSpec spec;
+  spec.initial_speed_mps = 3;
+  ASSERT_TRUE(a->SpawnVehicles({spec}).ok());
+  ASSERT_TRUE(b->SpawnVehicles({spec}).ok());
+  const std::uint64_t b_hash = b->StateHash();
+  ASSERT_TRUE(a->Step(50, std::nullopt).ok());
+  EXPECT_EQ(b->Now().tick, 0u);
+  EXPECT_EQ(b->StateHash(), b_hash);
+  EXPECT_EQ(b->CurrentFrame()->vehicles[0].pose.x_m, 0.0);
+  ASSERT_TRUE(sessions.Delete(a->id()).ok());
+  EXPECT_TRUE(b->Step(1, std::nullopt).ok());
+}
+
+}  // namespace
+}  // namespace pitlane::session

@@ -1,0 +1,136 @@
+#include "server/session/session.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pitlane::session {
+namespace {
+
+using ::testing::DoubleNear;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::unique_ptr<Session> MakeSession(std::uint32_t max_ticks_per_step = 1000) {
+  SessionConfig config{.name = "test", .world = {.tick_rate_hz = 50, .max_vehicles = 10}};
+  auto world = sim::World::Create(config.world);
+  EXPECT_TRUE(world.ok());
+  return std::make_unique<Session>("s-test", config, *std::move(world), max_ticks_per_step);
+}
+
+// A subscriber that records what it is given.
+class RecordingSink : public FrameSink {
+ public:
+  void OnFrame(std::shared_ptr<const Frame> frame) override {
+    absl::MutexLock lock(&mu_);
+    ticks_.push_back(frame->time.tick);
+    frames_.push_back(std::move(frame));
+  }
+  void OnSessionClosed() override {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+  }
+  std::vector<std::uint64_t> ticks() const {
+    absl::MutexLock lock(&mu_);
+    return ticks_;
+  }
+  std::shared_ptr<const Frame> frame(std::size_t i) const {
+    absl::MutexLock lock(&mu_);
+    return frames_.at(i);
+  }
+  bool closed() const {
+    absl::MutexLock lock(&mu_);
+    return closed_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<std::uint64_t> ticks_;
+  std::vector<std::shared_ptr<const Frame>> frames_;
+  bool closed_ = false;
+};
+
+TEST(Session, StepValidatesTicks) {
+  auto session = MakeSession(/*max_ticks_per_step=*/100);
+  for (const std::uint32_t ticks : {0u, 101u, 4000000000u}) {
+    const auto frame = session->Step(ticks, std::nullopt);
+    EXPECT_EQ(frame.status().code(), absl::StatusCode::kInvalidArgument) << ticks;
+    EXPECT_THAT(std::string(frame.status().message()), HasSubstr("ticks")) << ticks;
+  }
+  EXPECT_EQ(session->Now().tick, 0u);
+  EXPECT_EQ((*session->Step(100, std::nullopt))->time.tick, 100u);
+}
+
+TEST(Session, ExpectedTickGuardsAStep) {
+  auto session = MakeSession();
+  ASSERT_TRUE(session->Step(5, 0).ok());
+  const auto stale = session->Step(5, 0);
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(std::string(stale.status().message()), HasSubstr("expected_tick"));
+  EXPECT_EQ(session->Now().tick, 5u);
+  EXPECT_EQ((*session->Step(1, 5))->time.tick, 6u);
+}
+
+TEST(Session, StepReturnsTheStateAfterTheLastTick) {
+  auto session = MakeSession();
+  sim::VehicleSpec spec;
+  spec.initial_speed_mps = 10;
+  ASSERT_THAT(*session->SpawnVehicles({spec}), ElementsAre(1));
+  const auto set = session->SetControls({{.id = 1, .acceleration_mps2 = 2.0}});
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ(set->tick, 0u);
+  const auto frame = *session->Step(25, std::nullopt);
+  EXPECT_EQ(frame->time.tick, 25u);
+  EXPECT_EQ(frame->time.sim_time_s, 25 / 50.0);
+  ASSERT_EQ(frame->vehicles.size(), 1u);
+  EXPECT_THAT(frame->vehicles[0].speed_mps, DoubleNear(10 + 2.0 * 0.5, 1e-12));
+  EXPECT_EQ(session->CurrentFrame()->vehicles[0].speed_mps, frame->vehicles[0].speed_mps);
+}
+
+TEST(Session, SubscribersGetTheCurrentFrameThenEveryNthTick) {
+  auto session = MakeSession();
+  auto every3 = std::make_shared<RecordingSink>();
+  auto every1 = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(session->Step(2, std::nullopt).ok());
+  ASSERT_TRUE(session->Subscribe(3, every3).ok());
+  const auto handle = session->Subscribe(1, every1);
+  ASSERT_TRUE(handle.ok());
+  EXPECT_EQ(session->subscriber_count(), 2u);
+  // One multi-tick Step publishes every tick it passes, not just the last.
+  ASSERT_TRUE(session->Step(5, std::nullopt).ok());
+  ASSERT_TRUE(session->Step(3, std::nullopt).ok());
+  EXPECT_THAT(every3->ticks(), ElementsAre(2, 3, 6, 9));
+  EXPECT_THAT(every1->ticks(), ElementsAre(2, 3, 4, 5, 6, 7, 8, 9, 10));
+  // Subscribers with a common tick share one immutable frame.
+  EXPECT_EQ(every3->frame(1), every1->frame(1));
+
+  session->Unsubscribe(*handle);
+  ASSERT_TRUE(session->Step(3, std::nullopt).ok());
+  EXPECT_EQ(every1->ticks().back(), 10u);
+  EXPECT_EQ(every3->ticks().back(), 12u);
+  EXPECT_EQ(session->Subscribe(0, every1).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Session, CloseEndsSubscriptionsAndLaterCalls) {
+  auto session = MakeSession();
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(session->Subscribe(1, sink).ok());
+  ASSERT_TRUE(session->Step(4, std::nullopt).ok());
+  EXPECT_EQ(session->Close().tick, 4u);
+  EXPECT_TRUE(sink->closed());
+  EXPECT_EQ(session->subscriber_count(), 0u);
+  EXPECT_EQ(session->Step(1, std::nullopt).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(session->SpawnVehicles({sim::VehicleSpec{}}).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(session->SetControls({}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(session->RemoveVehicle(1).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(session->Subscribe(1, sink).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(session->Close().tick, 4u);  // Idempotent.
+}
+
+}  // namespace
+}  // namespace pitlane::session

@@ -1,0 +1,192 @@
+#include "server/sim/kinematic_bicycle.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/base/macros.h"
+
+namespace pitlane::sim {
+namespace {
+
+// sin(u) / u, accurate to rounding for every u. Below |u| = 1e-4 the series
+// 1 - u²/6 + u⁴/120 - ... is used: its first dropped term, u⁴/120 < 1e-18, is below
+// rounding of 1, while sin(u) / u itself would lose no accuracy there either but would divide
+// by zero at u = 0.
+inline double Sinc(double u) {
+  if (std::abs(u) < 1e-4) return 1.0 - u * u * (1.0 / 6.0);
+  return std::sin(u) / u;
+}
+
+// The new speed and the signed distance covered in one tick of constant acceleration `a`
+// from speed `v0`, with the speed held within [-max_reverse, max_forward]. When the limit is
+// reached after t_hit seconds, the rest of the tick runs at the limit:
+//   s = (v0 + v_lim) / 2 * t_hit + v_lim * (dt - t_hit),  t_hit = (v_lim - v0) / a.
+struct Longitudinal {
+  double speed_mps;
+  double distance_m;
+};
+
+inline Longitudinal AdvanceLongitudinal(const VehicleLimits& limits, double v0, double a,
+                                        double dt) {
+  const double v_free = v0 + a * dt;
+  const double v_lim = std::clamp(v_free, -limits.max_reverse_speed_mps, limits.max_speed_mps);
+  if (v_lim == v_free) return {v_free, 0.5 * (v0 + v_free) * dt};
+  // v_free left the range, so a != 0 and the limit lies between v0 and v_free.
+  const double t_hit = std::clamp((v_lim - v0) / a, 0.0, dt);
+  return {v_lim, 0.5 * (v0 + v_lim) * t_hit + v_lim * (dt - t_hit)};
+}
+
+// Semi-implicit Euler, in the order seed 003 and the reference notes give: speed first, then
+// heading from the new speed, then position from the new speed and heading.
+inline void AdvanceSemiImplicitEuler(const KinematicBicycleParams& params, double curvature_1pm,
+                                     double a, double dt, double& x, double& y, double& yaw,
+                                     double& v) {
+  v = std::clamp(v + a * dt, -params.limits.max_reverse_speed_mps, params.limits.max_speed_mps);
+  yaw = WrapToPi(yaw + v * curvature_1pm * dt);
+  x += v * std::cos(yaw) * dt;
+  y += v * std::sin(yaw) * dt;
+}
+
+// Exact for inputs held over the tick. Heading is linear in arc length (yaw' = kappa * s'),
+// so the rear axle moves along an arc of curvature kappa and length s whatever the speed
+// profile. The chord of that arc has length s * sinc(kappa s / 2) and points along the
+// mid-arc heading yaw + kappa s / 2; the straight line is the kappa = 0 case of the same
+// formula, so no branch is needed.
+inline void AdvanceExactArc(const KinematicBicycleParams& params, double curvature_1pm, double a,
+                            double dt, double& x, double& y, double& yaw, double& v) {
+  const Longitudinal step = AdvanceLongitudinal(params.limits, v, a, dt);
+  const double half_turn_rad = 0.5 * curvature_1pm * step.distance_m;
+  const double chord_m = step.distance_m * Sinc(half_turn_rad);
+  const double mid_yaw = yaw + half_turn_rad;
+  x += chord_m * std::cos(mid_yaw);
+  y += chord_m * std::sin(mid_yaw);
+  yaw = WrapToPi(yaw + 2.0 * half_turn_rad);
+  v = step.speed_mps;
+}
+
+// One tick of one vehicle; the state is passed as separate variables so that the fleet loop
+// keeps its columns in registers.
+inline void Advance(const KinematicBicycleParams& params, const KinematicBicycleInput& input,
+                    double dt, double inv_dt, double& x, double& y, double& yaw, double& v,
+                    double& achieved_acceleration) {
+  const double v0 = v;
+  const double a = ClampAcceleration(params.limits, v0, input.acceleration_mps2);
+  switch (params.integrator) {
+    case BicycleIntegrator::kSemiImplicitEuler:
+      AdvanceSemiImplicitEuler(params, input.curvature_1pm, a, dt, x, y, yaw, v);
+      break;
+    case BicycleIntegrator::kExactArc:
+      AdvanceExactArc(params, input.curvature_1pm, a, dt, x, y, yaw, v);
+      break;
+  }
+  achieved_acceleration = (v - v0) * inv_dt;
+}
+
+}  // namespace
+
+KinematicBicycleInput MakeKinematicBicycleInput(const KinematicBicycleParams& params,
+                                                double acceleration_mps2,
+                                                double steering_angle_rad) {
+  const double max_steer = params.limits.max_steering_angle_rad;
+  const double steer = std::clamp(steering_angle_rad, -max_steer, max_steer);
+  return KinematicBicycleInput{
+      .acceleration_mps2 = acceleration_mps2,
+      .steering_angle_rad = steer,
+      .curvature_1pm = std::tan(steer) / params.wheelbase_m,
+  };
+}
+
+double ClampAcceleration(const VehicleLimits& limits, double speed_mps,
+                         double acceleration_mps2) {
+  const bool raises_speed = speed_mps > 0.0   ? acceleration_mps2 > 0.0
+                            : speed_mps < 0.0 ? acceleration_mps2 < 0.0
+                                              : true;
+  const double limit = raises_speed ? limits.max_acceleration_mps2 : limits.max_braking_mps2;
+  return std::clamp(acceleration_mps2, -limit, limit);
+}
+
+void StepKinematicBicycle(const KinematicBicycleParams& params, const KinematicBicycleInput& input,
+                          double dt_s, KinematicBicycleState& state) {
+  Advance(params, input, dt_s, 1.0 / dt_s, state.pose.x_m, state.pose.y_m, state.pose.yaw_rad,
+          state.speed_mps, state.acceleration_mps2);
+}
+
+void KinematicBicycleFleet::Append(VehicleId id, const VehicleSpec& resolved_spec,
+                                   const KinematicBicycleSpec& model) {
+  ABSL_ASSERT(ids.empty() || id > ids.back());
+  const double rear_overhang_m = model.rear_overhang_m.value_or(0.0);
+  ids.push_back(id);
+  specs.push_back(resolved_spec);
+  bodies.push_back(BodyParams{
+      .length_m = resolved_spec.length_m,
+      .width_m = resolved_spec.width_m,
+      .center_offset_m = 0.5 * resolved_spec.length_m - rear_overhang_m,
+  });
+  params.push_back(KinematicBicycleParams{
+      .wheelbase_m = model.wheelbase_m,
+      .limits = resolved_spec.limits,
+      .integrator = model.integrator,
+  });
+  inputs.push_back(MakeKinematicBicycleInput(params.back(), 0.0, 0.0));
+  x_m.push_back(resolved_spec.initial_pose.x_m);
+  y_m.push_back(resolved_spec.initial_pose.y_m);
+  yaw_rad.push_back(WrapToPi(resolved_spec.initial_pose.yaw_rad));
+  speed_mps.push_back(resolved_spec.initial_speed_mps);
+  acceleration_mps2.push_back(0.0);
+}
+
+void KinematicBicycleFleet::Erase(std::size_t index) {
+  ABSL_ASSERT(index < size());
+  const auto erase = [index](auto& column) { column.erase(column.begin() + index); };
+  erase(ids);
+  erase(specs);
+  erase(bodies);
+  erase(params);
+  erase(inputs);
+  erase(x_m);
+  erase(y_m);
+  erase(yaw_rad);
+  erase(speed_mps);
+  erase(acceleration_mps2);
+}
+
+std::ptrdiff_t KinematicBicycleFleet::Find(VehicleId id) const {
+  const auto it = std::lower_bound(ids.begin(), ids.end(), id);
+  if (it == ids.end() || *it != id) return -1;
+  return it - ids.begin();
+}
+
+KinematicBicycleState KinematicBicycleFleet::StateAt(std::size_t index) const {
+  return KinematicBicycleState{
+      .pose = {.x_m = x_m[index], .y_m = y_m[index], .yaw_rad = yaw_rad[index]},
+      .speed_mps = speed_mps[index],
+      .acceleration_mps2 = acceleration_mps2[index],
+  };
+}
+
+VehicleSnapshot KinematicBicycleFleet::SnapshotAt(std::size_t index) const {
+  return VehicleSnapshot{
+      .id = ids[index],
+      .pose = {.x_m = x_m[index], .y_m = y_m[index], .yaw_rad = yaw_rad[index]},
+      .speed_mps = speed_mps[index],
+      .steering_angle_rad = inputs[index].steering_angle_rad,
+      .acceleration_mps2 = acceleration_mps2[index],
+  };
+}
+
+void StepFleet(double dt_s, KinematicBicycleFleet& fleet) {
+  const double inv_dt = 1.0 / dt_s;
+  const std::size_t n = fleet.size();
+  const KinematicBicycleParams* params = fleet.params.data();
+  const KinematicBicycleInput* inputs = fleet.inputs.data();
+  double* x = fleet.x_m.data();
+  double* y = fleet.y_m.data();
+  double* yaw = fleet.yaw_rad.data();
+  double* v = fleet.speed_mps.data();
+  double* a = fleet.acceleration_mps2.data();
+  for (std::size_t i = 0; i < n; ++i) {
+    Advance(params[i], inputs[i], dt_s, inv_dt, x[i], y[i], yaw[i], v[i], a[i]);
+  }
+}
+
+}  // namespace pitlane::sim

@@ -1,0 +1,95 @@
+// The kinematic bicycle model (seed 003; CommonRoad "KS" with the steering angle as input):
+//
+//   x' = v cos(yaw),  y' = v sin(yaw),  yaw' = v tan(steer) / L,  v' = a
+//
+// with the rear-axle centre as reference point and L the wheelbase. Both wheels roll without
+// slip, so the path's curvature is tan(steer) / L whatever the speed; at constant steering the
+// rear axle follows a circle of radius R = L / tan(steer).
+//
+// Vehicles of this model are stored as a fleet: one column per variable, in ascending id
+// order, so that the step streams through memory (100k vehicles step in about a millisecond).
+#ifndef PITLANE_SERVER_SIM_KINEMATIC_BICYCLE_H_
+#define PITLANE_SERVER_SIM_KINEMATIC_BICYCLE_H_
+
+#include <cstddef>
+#include <vector>
+
+#include "server/sim/geometry.h"
+#include "server/sim/vehicle.h"
+
+namespace pitlane::sim {
+
+// Validated, immutable parameters of one kinematic bicycle.
+struct KinematicBicycleParams {
+  double wheelbase_m = 2.7;  // Axle to axle, metres, > 0.
+  VehicleLimits limits;      // All checked by ResolveVehicleSpec.
+  BicycleIntegrator integrator = BicycleIntegrator::kSemiImplicitEuler;
+};
+
+// The control a bicycle holds until replaced, already clamped to its limits where the limit
+// does not depend on the state.
+struct KinematicBicycleInput {
+  double acceleration_mps2 = 0.0;   // Commanded; clamped each tick (depends on speed's sign).
+  double steering_angle_rad = 0.0;  // Clamped to +-max_steering_angle_rad.
+  double curvature_1pm = 0.0;       // tan(steering_angle_rad) / wheelbase_m, 1/m.
+};
+
+// The state of one kinematic bicycle.
+struct KinematicBicycleState {
+  Pose2 pose;                      // Rear-axle centre; yaw wrapped to (-pi, pi].
+  double speed_mps = 0.0;          // Signed speed along the heading, m/s.
+  double acceleration_mps2 = 0.0;  // Achieved over the last tick: (v_new - v_old) / dt, m/s².
+};
+
+// Clamps a client's control to `params`' limits and derives the curvature it steers.
+KinematicBicycleInput MakeKinematicBicycleInput(const KinematicBicycleParams& params,
+                                                double acceleration_mps2,
+                                                double steering_angle_rad);
+
+// The acceleration actually applied at speed `speed_mps` for a commanded `acceleration_mps2`:
+// one that raises |speed| is limited to max_acceleration_mps2, one that lowers it to
+// max_braking_mps2 (at rest, any acceleration raises |speed|). The sign of the speed at the
+// start of the tick decides, so a held braking command carries the vehicle through zero into
+// reverse (as in CommonRoad): to stop, command 0 once stopped.
+double ClampAcceleration(const VehicleLimits& limits, double speed_mps, double acceleration_mps2);
+
+// Advances one bicycle by `dt_s` seconds with the integrator in `params`. Never fails; speed
+// stays within [-max_reverse_speed_mps, max_speed_mps] and yaw within (-pi, pi].
+void StepKinematicBicycle(const KinematicBicycleParams& params, const KinematicBicycleInput& input,
+                          double dt_s, KinematicBicycleState& state);
+
+// Every kinematic bicycle of a world, one entry per vehicle in ascending id order.
+struct KinematicBicycleFleet {
+  // Fixed at spawn.
+  std::vector<VehicleId> ids;
+  std::vector<VehicleSpec> specs;  // As resolved at spawn, for descriptions.
+  std::vector<BodyParams> bodies;
+  std::vector<KinematicBicycleParams> params;
+  // Held controls.
+  std::vector<KinematicBicycleInput> inputs;
+  // State, one column per variable.
+  std::vector<double> x_m;
+  std::vector<double> y_m;
+  std::vector<double> yaw_rad;
+  std::vector<double> speed_mps;
+  std::vector<double> acceleration_mps2;
+
+  std::size_t size() const { return ids.size(); }
+
+  // Appends a vehicle; `id` must exceed every id already present.
+  void Append(VehicleId id, const VehicleSpec& resolved_spec, const KinematicBicycleSpec& model);
+  // Removes the vehicle at `index`, keeping the order of the rest.
+  void Erase(std::size_t index);
+  // The index of `id`, or -1 when absent. O(log n).
+  std::ptrdiff_t Find(VehicleId id) const;
+
+  KinematicBicycleState StateAt(std::size_t index) const;
+  VehicleSnapshot SnapshotAt(std::size_t index) const;
+};
+
+// Advances every bicycle of `fleet` by `dt_s` seconds.
+void StepFleet(double dt_s, KinematicBicycleFleet& fleet);
+
+}  // namespace pitlane::sim
+
+#endif  // PITLANE_SERVER_SIM_KINEMATIC_BICYCLE_H_

@@ -1,0 +1,69 @@
+#include "server/sim/vehicle.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "server/util/field_checks.h"
+#include "server/util/status_macros.h"
+
+namespace pitlane::sim {
+namespace {
+
+constexpr double kNoUpperBound = std::numeric_limits<double>::max();
+
+absl::Status CheckLimits(const VehicleLimits& limits) {
+  RETURN_IF_ERROR(CheckPositive("limits.max_steering_angle_rad", limits.max_steering_angle_rad,
+                                kMaxSteeringLimit_rad));
+  RETURN_IF_ERROR(CheckPositive("limits.max_acceleration_mps2", limits.max_acceleration_mps2,
+                                kNoUpperBound));
+  RETURN_IF_ERROR(CheckPositive("limits.max_braking_mps2", limits.max_braking_mps2,
+                                kNoUpperBound));
+  RETURN_IF_ERROR(CheckPositive("limits.max_speed_mps", limits.max_speed_mps,
+                                kNoUpperBound));
+  return CheckInRange("limits.max_reverse_speed_mps", limits.max_reverse_speed_mps, 0.0,
+                      kNoUpperBound);
+}
+
+absl::Status ResolveModel(const VehicleSpec& spec, KinematicBicycleSpec& bicycle) {
+  RETURN_IF_ERROR(
+      CheckPositive("kinematic_bicycle.wheelbase_m", bicycle.wheelbase_m, spec.length_m));
+  const double overhang_m = spec.length_m - bicycle.wheelbase_m;
+  if (!bicycle.rear_overhang_m.has_value()) bicycle.rear_overhang_m = 0.5 * overhang_m;
+  return CheckInRange("kinematic_bicycle.rear_overhang_m", *bicycle.rear_overhang_m, 0.0,
+                      overhang_m);
+}
+
+}  // namespace
+
+absl::Status ResolveVehicleSpec(VehicleSpec& spec) {
+  if (spec.name.size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("name: at most ", kMaxNameBytes, " bytes, got ", spec.name.size()));
+  }
+  RETURN_IF_ERROR(CheckPositive("length_m", spec.length_m, kMaxBodyDimension_m));
+  RETURN_IF_ERROR(CheckPositive("width_m", spec.width_m, kMaxBodyDimension_m));
+  RETURN_IF_ERROR(CheckInRange("initial_pose.x_m", spec.initial_pose.x_m, -kMaxCoordinate_m,
+                               kMaxCoordinate_m));
+  RETURN_IF_ERROR(CheckInRange("initial_pose.y_m", spec.initial_pose.y_m, -kMaxCoordinate_m,
+                               kMaxCoordinate_m));
+  RETURN_IF_ERROR(CheckFinite("initial_pose.yaw_rad", spec.initial_pose.yaw_rad));
+  RETURN_IF_ERROR(CheckLimits(spec.limits));
+  RETURN_IF_ERROR(CheckInRange("initial_speed_mps", spec.initial_speed_mps,
+                               -spec.limits.max_reverse_speed_mps, spec.limits.max_speed_mps));
+  return std::visit([&spec](auto& model) { return ResolveModel(spec, model); }, spec.model);
+}
+
+OrientedBox BodyBox(const BodyParams& body, const Pose2& pose) {
+  const double cos_yaw = std::cos(pose.yaw_rad);
+  const double sin_yaw = std::sin(pose.yaw_rad);
+  return OrientedBox{
+      .center_x_m = pose.x_m + body.center_offset_m * cos_yaw,
+      .center_y_m = pose.y_m + body.center_offset_m * sin_yaw,
+      .yaw_rad = pose.yaw_rad,
+      .half_length_m = 0.5 * body.length_m,
+      .half_width_m = 0.5 * body.width_m,
+  };
+}
+
+}  // namespace pitlane::sim

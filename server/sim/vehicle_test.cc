@@ -1,0 +1,104 @@
+#include "server/sim/vehicle.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pitlane::sim {
+namespace {
+
+using ::testing::DoubleNear;
+using ::testing::HasSubstr;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+KinematicBicycleSpec& Bicycle(VehicleSpec& spec) {
+  return std::get<KinematicBicycleSpec>(spec.model);
+}
+
+TEST(ResolveVehicleSpec, FillsTheRearOverhangSoTheWheelbaseIsCentred) {
+  VehicleSpec spec;  // 4.5 m long, 2.7 m wheelbase.
+  ASSERT_TRUE(ResolveVehicleSpec(spec).ok());
+  EXPECT_THAT(*Bicycle(spec).rear_overhang_m, DoubleNear(0.9, 1e-15));
+}
+
+struct BadSpec {
+  std::string field;  // Expected in the message.
+  std::function<void(VehicleSpec&)> corrupt;
+};
+
+class ResolveVehicleSpecRejects : public ::testing::TestWithParam<BadSpec> {};
+
+TEST_P(ResolveVehicleSpecRejects, NamesTheField) {
+  VehicleSpec spec;
+  GetParam().corrupt(spec);
+  const absl::Status status = ResolveVehicleSpec(spec);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr(GetParam().field + ":"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Vehicle, ResolveVehicleSpecRejects,
+    ::testing::Values(
+        BadSpec{"length_m", [](VehicleSpec& s) { s.length_m = 0; }},
+        BadSpec{"length_m", [](VehicleSpec& s) { s.length_m = -1; }},
+        BadSpec{"length_m", [](VehicleSpec& s) { s.length_m = kNaN; }},
+        BadSpec{"length_m", [](VehicleSpec& s) { s.length_m = 101; }},
+        BadSpec{"width_m", [](VehicleSpec& s) { s.width_m = kInf; }},
+        BadSpec{"initial_pose.x_m", [](VehicleSpec& s) { s.initial_pose.x_m = kNaN; }},
+        BadSpec{"initial_pose.y_m", [](VehicleSpec& s) { s.initial_pose.y_m = 2e7; }},
+        BadSpec{"initial_pose.yaw_rad", [](VehicleSpec& s) { s.initial_pose.yaw_rad = -kInf; }},
+        BadSpec{"initial_speed_mps", [](VehicleSpec& s) { s.initial_speed_mps = 31; }},
+        BadSpec{"initial_speed_mps", [](VehicleSpec& s) { s.initial_speed_mps = -6; }},
+        BadSpec{"initial_speed_mps", [](VehicleSpec& s) { s.initial_speed_mps = kNaN; }},
+        BadSpec{"limits.max_steering_angle_rad",
+                [](VehicleSpec& s) { s.limits.max_steering_angle_rad = 0; }},
+        BadSpec{"limits.max_steering_angle_rad",
+                [](VehicleSpec& s) { s.limits.max_steering_angle_rad = 1.6; }},
+        BadSpec{"limits.max_acceleration_mps2",
+                [](VehicleSpec& s) { s.limits.max_acceleration_mps2 = -1; }},
+        BadSpec{"limits.max_braking_mps2",
+                [](VehicleSpec& s) { s.limits.max_braking_mps2 = kNaN; }},
+        BadSpec{"limits.max_speed_mps", [](VehicleSpec& s) { s.limits.max_speed_mps = 0; }},
+        BadSpec{"limits.max_reverse_speed_mps",
+                [](VehicleSpec& s) { s.limits.max_reverse_speed_mps = -1; }},
+        BadSpec{"kinematic_bicycle.wheelbase_m", [](VehicleSpec& s) { Bicycle(s).wheelbase_m = 0; }},
+        BadSpec{"kinematic_bicycle.wheelbase_m",
+                [](VehicleSpec& s) { Bicycle(s).wheelbase_m = 4.6; }},
+        BadSpec{"kinematic_bicycle.rear_overhang_m",
+                [](VehicleSpec& s) { Bicycle(s).rear_overhang_m = -0.1; }},
+        BadSpec{"kinematic_bicycle.rear_overhang_m",
+                [](VehicleSpec& s) { Bicycle(s).rear_overhang_m = 1.81; }},
+        BadSpec{"name", [](VehicleSpec& s) { s.name = std::string(129, 'x'); }}));
+
+TEST(ResolveVehicleSpec, AcceptsTheBoundaries) {
+  VehicleSpec spec;
+  spec.length_m = 100;
+  spec.initial_speed_mps = -5;  // Exactly max reverse.
+  spec.limits.max_steering_angle_rad = 1.5;
+  spec.limits.max_reverse_speed_mps = 5;
+  Bicycle(spec).wheelbase_m = 100;  // Equal to the length: no overhang.
+  EXPECT_TRUE(ResolveVehicleSpec(spec).ok());
+  EXPECT_EQ(*Bicycle(spec).rear_overhang_m, 0.0);
+}
+
+// The body box sits (length / 2 - rear_overhang) ahead of the rear axle along the heading.
+TEST(BodyBox, IsPlacedFromTheRearAxle) {
+  const BodyParams body{.length_m = 4.5, .width_m = 1.8, .center_offset_m = 2.25 - 0.9};
+  const OrientedBox box = BodyBox(body, {.x_m = 10, .y_m = 5, .yaw_rad = kPi / 2});
+  EXPECT_THAT(box.center_x_m, DoubleNear(10, 1e-12));
+  EXPECT_THAT(box.center_y_m, DoubleNear(5 + 1.35, 1e-12));
+  EXPECT_EQ(box.half_length_m, 2.25);
+  EXPECT_EQ(box.half_width_m, 0.9);
+  // The rear edge is rear_overhang behind the axle, the front edge length - overhang ahead.
+  EXPECT_THAT(box.center_y_m - box.half_length_m, DoubleNear(5 - 0.9, 1e-12));
+  EXPECT_THAT(box.center_y_m + box.half_length_m, DoubleNear(5 + 3.6, 1e-12));
+}
+
+}  // namespace
+}  // namespace pitlane::sim

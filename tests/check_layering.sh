@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Fails if a layer includes a header from above it (DESIGN.md: dependencies point down):
+#   server/sim      Abseil and the standard library only: no gRPC, protobuf, spdlog,
+#                   threads or clocks;
+#   server/session  no gRPC or protobuf;
+#   server/util     Abseil only.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+status=0
+check() {  # check <dir> <extended regex of forbidden includes> <why>
+  local hits
+  hits=$(grep -rnE "^#include [<\"]($2)" "$root/$1" --include='*.h' --include='*.cc' || true)
+  if [ -n "$hits" ]; then
+    echo "layering: $1 must not include $3:"
+    echo "$hits"
+    status=1
+  fi
+}
+check server/util 'grpc|google/protobuf|pitlane/v1|spdlog|server/(sim|session|api)' \
+  'gRPC, protobuf, spdlog or higher layers'
+check server/sim 'grpc|google/protobuf|pitlane/v1|spdlog|thread|mutex|chrono|random|ctime|absl/synchronization|absl/time|server/(session|api)' \
+  'gRPC, protobuf, spdlog, threads, clocks, randomness or higher layers'
+check server/session 'grpc|google/protobuf|pitlane/v1|server/api' 'gRPC, protobuf or the api layer'
+if [ $status -eq 0 ]; then echo "layering: ok"; fi
+exit $status
