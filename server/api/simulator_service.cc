@@ -16,6 +16,13 @@
 namespace pitlane::api {
 namespace {
 
+// Puts the request field that holds the offending entry in front of a lower layer's error
+// ("vehicles" + "[2].length_m"). Limit errors describe the whole request and stay as they are.
+absl::Status InField(absl::string_view field, const absl::Status& status) {
+  if (status.code() == absl::StatusCode::kResourceExhausted) return status;
+  return PrefixField(field, status);
+}
+
 grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
                                       const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -138,9 +145,9 @@ grpc::ServerUnaryReactor* SimulatorService::CreateSession(grpc::CallbackServerCo
                                                           v1::CreateSessionResponse* response) {
   return FinishUnary(context, [&]() -> absl::Status {
     const auto session_request = SessionRequestFromProto(request->config());
-    if (!session_request.ok()) return PrefixField("config", session_request.status());
+    if (!session_request.ok()) return InField("config", session_request.status());
     auto session = sessions_.Create(*session_request);
-    if (!session.ok()) return PrefixField("config", session.status());
+    if (!session.ok()) return InField("config", session.status());
     SessionToProto((*session)->Describe(/*with_vehicles=*/false), response->mutable_session());
     return absl::OkStatus();
   }());
@@ -193,7 +200,7 @@ grpc::ServerUnaryReactor* SimulatorService::SpawnVehicle(grpc::CallbackServerCon
       specs.push_back(*std::move(spec));
     }
     auto ids = session->SpawnVehicles(specs);
-    if (!ids.ok()) return PrefixField("vehicles", ids.status());
+    if (!ids.ok()) return InField("vehicles", ids.status());
     response->mutable_vehicle_ids()->Add(ids->begin(), ids->end());
     SimTimeToProto(session->Now(), response->mutable_time());
     return absl::OkStatus();
@@ -227,7 +234,7 @@ grpc::ServerUnaryReactor* SimulatorService::SetControls(grpc::CallbackServerCont
       inputs.push_back(VehicleInputFromProto(control));
     }
     auto time = session->SetControls(inputs);
-    if (!time.ok()) return PrefixField("controls", time.status());
+    if (!time.ok()) return InField("controls", time.status());
     SimTimeToProto(*time, response->mutable_time());
     response->set_applies_from_tick(time->tick + 1);
     return absl::OkStatus();

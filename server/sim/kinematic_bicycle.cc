@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/base/macros.h"
+#include "server/sim/trig.h"
 
 namespace pitlane::sim {
 namespace {
@@ -14,7 +15,9 @@ namespace {
 // by zero at u = 0.
 inline double Sinc(double u) {
   if (std::abs(u) < 1e-4) return 1.0 - u * u * (1.0 / 6.0);
-  return std::sin(u) / u;
+  double sin_u, cos_u;
+  SinCos(u, &sin_u, &cos_u);
+  return sin_u / u;
 }
 
 // The new speed and the signed distance covered in one tick of constant acceleration `a`
@@ -43,8 +46,10 @@ inline void AdvanceSemiImplicitEuler(const KinematicBicycleParams& params, doubl
                                      double& v) {
   v = std::clamp(v + a * dt, -params.limits.max_reverse_speed_mps, params.limits.max_speed_mps);
   yaw = WrapToPi(yaw + v * curvature_1pm * dt);
-  x += v * std::cos(yaw) * dt;
-  y += v * std::sin(yaw) * dt;
+  double sin_yaw, cos_yaw;
+  SinCos(yaw, &sin_yaw, &cos_yaw);
+  x += v * cos_yaw * dt;
+  y += v * sin_yaw * dt;
 }
 
 // Exact for inputs held over the tick. Heading is linear in arc length (yaw' = kappa * s'),
@@ -58,8 +63,10 @@ inline void AdvanceExactArc(const KinematicBicycleParams& params, double curvatu
   const double half_turn_rad = 0.5 * curvature_1pm * step.distance_m;
   const double chord_m = step.distance_m * Sinc(half_turn_rad);
   const double mid_yaw = yaw + half_turn_rad;
-  x += chord_m * std::cos(mid_yaw);
-  y += chord_m * std::sin(mid_yaw);
+  double sin_mid, cos_mid;
+  SinCos(mid_yaw, &sin_mid, &cos_mid);
+  x += chord_m * cos_mid;
+  y += chord_m * sin_mid;
   yaw = WrapToPi(yaw + 2.0 * half_turn_rad);
   v = step.speed_mps;
 }
@@ -96,13 +103,12 @@ KinematicBicycleInput MakeKinematicBicycleInput(const KinematicBicycleParams& pa
   };
 }
 
-double ClampAcceleration(const VehicleLimits& limits, double speed_mps,
-                         double acceleration_mps2) {
-  const bool raises_speed = speed_mps > 0.0   ? acceleration_mps2 > 0.0
-                            : speed_mps < 0.0 ? acceleration_mps2 < 0.0
-                                              : true;
-  const double limit = raises_speed ? limits.max_acceleration_mps2 : limits.max_braking_mps2;
-  return std::clamp(acceleration_mps2, -limit, limit);
+double ClampAcceleration(const VehicleLimits& limits, double speed_mps, double acceleration_mps2) {
+  // Opposite signs lower |speed|; at rest, or with no acceleration, nothing is braking.
+  // Written without branches: in a fleet the signs vary from vehicle to vehicle.
+  const bool lowers_speed = speed_mps * acceleration_mps2 < 0.0;
+  const double limit = lowers_speed ? limits.max_braking_mps2 : limits.max_acceleration_mps2;
+  return std::min(std::max(acceleration_mps2, -limit), limit);
 }
 
 void StepKinematicBicycle(const KinematicBicycleParams& params, const KinematicBicycleInput& input,

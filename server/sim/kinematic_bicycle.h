@@ -12,6 +12,7 @@
 #define PITLANE_SERVER_SIM_KINEMATIC_BICYCLE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "server/sim/geometry.h"

@@ -22,8 +22,8 @@ struct Trajectory {
   std::vector<KinematicBicycleState> states;  // states[k] is after tick k+1.
 };
 
-Trajectory RunFor(const KinematicBicycleParams& params, double acceleration_mps2, double steering_rad,
-           KinematicBicycleState state, int ticks, double dt_s = kDt) {
+Trajectory RunFor(const KinematicBicycleParams& params, double acceleration_mps2,
+                  double steering_rad, KinematicBicycleState state, int ticks, double dt_s = kDt) {
   const KinematicBicycleInput input =
       MakeKinematicBicycleInput(params, acceleration_mps2, steering_rad);
   Trajectory run;
@@ -89,9 +89,11 @@ TEST(KinematicBicycle, SemiImplicitEulerTracesTheCircumcircleOfARegularPolygon) 
   const double cx = p[2].pose.x_m, cy = p[2].pose.y_m;
   const double d = 2 * (ax * (by - cy) + bx * (cy - ay) + cx * (ay - by));
   const double ux = ((ax * ax + ay * ay) * (by - cy) + (bx * bx + by * by) * (cy - ay) +
-                     (cx * cx + cy * cy) * (ay - by)) / d;
+                     (cx * cx + cy * cy) * (ay - by)) /
+                    d;
   const double uy = ((ax * ax + ay * ay) * (cx - bx) + (bx * bx + by * by) * (ax - cx) +
-                     (cx * cx + cy * cy) * (bx - ax)) / d;
+                     (cx * cx + cy * cy) * (bx - ax)) /
+                    d;
   for (const KinematicBicycleState& state : run.states) {
     ASSERT_THAT(Distance(state.pose.x_m, state.pose.y_m, ux, uy),
                 DoubleNear(polygon_radius_m, 1e-8));
@@ -175,9 +177,9 @@ struct ClampCase {
 class ClampAccelerationTest : public ::testing::TestWithParam<ClampCase> {};
 INSTANTIATE_TEST_SUITE_P(
     KinematicBicycle, ClampAccelerationTest,
-    ::testing::Values(ClampCase{5.0, 10.0, 3.0},    // Forward, speeding up: max accel.
-                      ClampCase{5.0, -20.0, -8.0},  // Forward, braking: max braking.
-                      ClampCase{5.0, -5.0, -5.0},   // Within limits: unchanged.
+    ::testing::Values(ClampCase{5.0, 10.0, 3.0},     // Forward, speeding up: max accel.
+                      ClampCase{5.0, -20.0, -8.0},   // Forward, braking: max braking.
+                      ClampCase{5.0, -5.0, -5.0},    // Within limits: unchanged.
                       ClampCase{-2.0, -10.0, -3.0},  // Reverse, speeding up backwards.
                       ClampCase{-2.0, 20.0, 8.0},    // Reverse, braking.
                       ClampCase{0.0, 10.0, 3.0},     // At rest either way raises |v|.
@@ -250,10 +252,10 @@ TEST(WrapToPi, MapsIntoHalfOpenInterval) {
   struct Case {
     double in, out;
   };
-  for (const Case& c : {Case{0.0, 0.0}, Case{kPi, kPi}, Case{-kPi, kPi}, Case{3 * kPi, kPi},
-                        Case{-3 * kPi, kPi}, Case{kPi + 0.5, -kPi + 0.5},
-                        Case{-kPi - 0.5, kPi - 0.5}, Case{1e-300, 1e-300},
-                        Case{100.0, 100.0 - 32 * kPi}}) {
+  for (const Case& c :
+       {Case{0.0, 0.0}, Case{kPi, kPi}, Case{-kPi, kPi}, Case{3 * kPi, kPi}, Case{-3 * kPi, kPi},
+        Case{kPi + 0.5, -kPi + 0.5}, Case{-kPi - 0.5, kPi - 0.5}, Case{1e-300, 1e-300},
+        Case{100.0, 100.0 - 32 * kPi}}) {
     EXPECT_THAT(WrapToPi(c.in), DoubleNear(c.out, 1e-12)) << "input " << c.in;
   }
 }
@@ -269,12 +271,14 @@ TEST(KinematicBicycleFleet, SteppingTheFleetEqualsSteppingEachVehicleAlone) {
     model.integrator = i % 2 ? BicycleIntegrator::kExactArc : BicycleIntegrator::kSemiImplicitEuler;
     model.rear_overhang_m = 0.9;
     fleet.Append(i + 1, spec, model);
-    fleet.inputs[i] = MakeKinematicBicycleInput(fleet.params[i], (i % 5) - 2.0, (i % 9) * 0.1 - 0.4);
+    fleet.inputs[i] =
+        MakeKinematicBicycleInput(fleet.params[i], (i % 5) - 2.0, (i % 9) * 0.1 - 0.4);
     alone.push_back(fleet.StateAt(i));
   }
   for (int tick = 0; tick < 200; ++tick) {
     StepFleet(kDt, fleet);
-    for (int i = 0; i < 64; ++i) StepKinematicBicycle(fleet.params[i], fleet.inputs[i], kDt, alone[i]);
+    for (int i = 0; i < 64; ++i)
+      StepKinematicBicycle(fleet.params[i], fleet.inputs[i], kDt, alone[i]);
   }
   for (int i = 0; i < 64; ++i) {
     const KinematicBicycleState state = fleet.StateAt(i);

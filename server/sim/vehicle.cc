@@ -15,12 +15,10 @@ constexpr double kNoUpperBound = std::numeric_limits<double>::max();
 absl::Status CheckLimits(const VehicleLimits& limits) {
   RETURN_IF_ERROR(CheckPositive("limits.max_steering_angle_rad", limits.max_steering_angle_rad,
                                 kMaxSteeringLimit_rad));
-  RETURN_IF_ERROR(CheckPositive("limits.max_acceleration_mps2", limits.max_acceleration_mps2,
-                                kNoUpperBound));
-  RETURN_IF_ERROR(CheckPositive("limits.max_braking_mps2", limits.max_braking_mps2,
-                                kNoUpperBound));
-  RETURN_IF_ERROR(CheckPositive("limits.max_speed_mps", limits.max_speed_mps,
-                                kNoUpperBound));
+  RETURN_IF_ERROR(
+      CheckPositive("limits.max_acceleration_mps2", limits.max_acceleration_mps2, kNoUpperBound));
+  RETURN_IF_ERROR(CheckPositive("limits.max_braking_mps2", limits.max_braking_mps2, kNoUpperBound));
+  RETURN_IF_ERROR(CheckPositive("limits.max_speed_mps", limits.max_speed_mps, kNoUpperBound));
   return CheckInRange("limits.max_reverse_speed_mps", limits.max_reverse_speed_mps, 0.0,
                       kNoUpperBound);
 }
@@ -43,10 +41,10 @@ absl::Status ResolveVehicleSpec(VehicleSpec& spec) {
   }
   RETURN_IF_ERROR(CheckPositive("length_m", spec.length_m, kMaxBodyDimension_m));
   RETURN_IF_ERROR(CheckPositive("width_m", spec.width_m, kMaxBodyDimension_m));
-  RETURN_IF_ERROR(CheckInRange("initial_pose.x_m", spec.initial_pose.x_m, -kMaxCoordinate_m,
-                               kMaxCoordinate_m));
-  RETURN_IF_ERROR(CheckInRange("initial_pose.y_m", spec.initial_pose.y_m, -kMaxCoordinate_m,
-                               kMaxCoordinate_m));
+  RETURN_IF_ERROR(
+      CheckInRange("initial_pose.x_m", spec.initial_pose.x_m, -kMaxCoordinate_m, kMaxCoordinate_m));
+  RETURN_IF_ERROR(
+      CheckInRange("initial_pose.y_m", spec.initial_pose.y_m, -kMaxCoordinate_m, kMaxCoordinate_m));
   RETURN_IF_ERROR(CheckFinite("initial_pose.yaw_rad", spec.initial_pose.yaw_rad));
   RETURN_IF_ERROR(CheckLimits(spec.limits));
   RETURN_IF_ERROR(CheckInRange("initial_speed_mps", spec.initial_speed_mps,

@@ -58,8 +58,9 @@ absl::StatusOr<std::vector<VehicleId>> World::Spawn(absl::Span<const VehicleSpec
   }
   if (vehicle_count() + resolved.size() > params_.max_vehicles) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("vehicles: the world holds ", vehicle_count(), " of at most ",
-                     params_.max_vehicles, " vehicles; cannot add ", resolved.size()));
+        absl::StrCat("vehicles: the session holds ", vehicle_count(), " of at most ",
+                     params_.max_vehicles, " vehicles (max_vehicles); cannot add ",
+                     resolved.size()));
   }
   std::vector<VehicleId> ids;
   ids.reserve(resolved.size());
@@ -94,8 +95,8 @@ absl::Status World::SetInputs(absl::Span<const VehicleInput> inputs) {
     RETURN_IF_ERROR(IndexedError(i, CheckFinite("steering_angle_rad", input.steering_angle_rad)));
     const std::ptrdiff_t index = fleet.Find(input.id);
     if (index < 0) {
-      return IndexedError(i, absl::NotFoundError(absl::StrCat(
-                                 "vehicle_id: no vehicle ", input.id, " in this world")));
+      return IndexedError(i, absl::NotFoundError(absl::StrCat("vehicle_id: no vehicle ", input.id,
+                                                              " in this world")));
     }
     if (!seen.insert(input.id).second) {
       return IndexedError(i, absl::InvalidArgumentError(absl::StrCat(
@@ -105,9 +106,8 @@ absl::Status World::SetInputs(absl::Span<const VehicleInput> inputs) {
   }
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const std::size_t index = indices[i];
-    fleet.inputs[index] = MakeKinematicBicycleInput(fleet.params[index],
-                                                    inputs[i].acceleration_mps2,
-                                                    inputs[i].steering_angle_rad);
+    fleet.inputs[index] = MakeKinematicBicycleInput(
+        fleet.params[index], inputs[i].acceleration_mps2, inputs[i].steering_angle_rad);
   }
   return absl::OkStatus();
 }

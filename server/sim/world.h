@@ -20,9 +20,9 @@ inline constexpr double kMaxTickRate_hz = 10000.0;
 
 // What a client asks for when it creates a world. Possibly invalid.
 struct WorldSpec {
-  double tick_rate_hz = 50.0;       // Ticks per simulated second, Hz, in (0, 10000].
-  std::uint64_t seed = 0;           // Seed of every random choice the world makes.
-  std::uint32_t max_vehicles = 1;   // Most vehicles alive at once, >= 1.
+  double tick_rate_hz = 50.0;      // Ticks per simulated second, Hz, in (0, 10000].
+  std::uint64_t seed = 0;          // Seed of every random choice the world makes.
+  std::uint32_t max_vehicles = 1;  // Most vehicles alive at once, >= 1.
 };
 
 // Validated, immutable parameters of a world.
@@ -35,7 +35,7 @@ struct WorldParams {
 
 // The state of a world: everything that changes as it runs.
 struct WorldState {
-  std::uint64_t tick = 0;       // Ticks stepped since creation.
+  std::uint64_t tick = 0;  // Ticks stepped since creation.
   VehicleId next_vehicle_id = 1;
   KinematicBicycleFleet bicycles;
 };

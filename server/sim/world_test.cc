@@ -18,8 +18,8 @@ using ::testing::HasSubstr;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 World MakeWorld(std::uint32_t max_vehicles = 100) {
-  absl::StatusOr<World> world = World::Create({.tick_rate_hz = 50, .seed = 7,
-                                               .max_vehicles = max_vehicles});
+  absl::StatusOr<World> world =
+      World::Create({.tick_rate_hz = 50, .seed = 7, .max_vehicles = max_vehicles});
   EXPECT_TRUE(world.ok());
   return *std::move(world);
 }
@@ -107,12 +107,16 @@ TEST(World, SetInputsIsAllOrNoneAndNamesTheEntry) {
   };
   const std::vector<Case> cases = {
       {{{.id = 1, .acceleration_mps2 = 1}, {.id = 2, .acceleration_mps2 = kNaN}},
-       absl::StatusCode::kInvalidArgument, "[1].acceleration_mps2"},
+       absl::StatusCode::kInvalidArgument,
+       "[1].acceleration_mps2"},
       {{{.id = 1, .steering_angle_rad = -std::numeric_limits<double>::infinity()}},
-       absl::StatusCode::kInvalidArgument, "[0].steering_angle_rad"},
-      {{{.id = 1, .acceleration_mps2 = 1}, {.id = 3}}, absl::StatusCode::kNotFound,
+       absl::StatusCode::kInvalidArgument,
+       "[0].steering_angle_rad"},
+      {{{.id = 1, .acceleration_mps2 = 1}, {.id = 3}},
+       absl::StatusCode::kNotFound,
        "[1].vehicle_id"},
-      {{{.id = 2, .acceleration_mps2 = 1}, {.id = 2}}, absl::StatusCode::kInvalidArgument,
+      {{{.id = 2, .acceleration_mps2 = 1}, {.id = 2}},
+       absl::StatusCode::kInvalidArgument,
        "[1].vehicle_id"},
   };
   for (const Case& c : cases) {

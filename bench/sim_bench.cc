@@ -1,0 +1,58 @@
+// Cost of the simulation core per vehicle and step. Run:
+//   build/bin/sim_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+// The `per_vehicle_step` counter is seconds per vehicle-step (shown with an n/u suffix).
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "server/sim/kinematic_bicycle.h"
+#include "server/sim/world.h"
+
+namespace pitlane::sim {
+namespace {
+
+// A world of `n` kinematic bicycles spread on a grid, each with its own speed and held
+// steering, so that no two vehicles take exactly the same path through the math.
+World MakeWorld(std::int64_t n, BicycleIntegrator integrator) {
+  World world = *World::Create({.tick_rate_hz = 50,
+                                .seed = 1,
+                                .max_vehicles = static_cast<std::uint32_t>(n)});
+  std::vector<VehicleSpec> specs(n);
+  std::vector<VehicleInput> inputs(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    specs[i].initial_pose = {.x_m = 10.0 * (i % 1000), .y_m = 10.0 * (i / 1000),
+                             .yaw_rad = 0.001 * i};
+    specs[i].initial_speed_mps = 5.0 + (i % 20);
+    std::get<KinematicBicycleSpec>(specs[i].model).integrator = integrator;
+    inputs[i] = {.id = static_cast<VehicleId>(i + 1),
+                 .acceleration_mps2 = 0.5 * std::sin(0.1 * i),
+                 .steering_angle_rad = 0.3 * std::cos(0.37 * i)};
+  }
+  (void)world.Spawn(specs).value();
+  (void)world.SetInputs(inputs);
+  return world;
+}
+
+void BM_WorldStep(benchmark::State& state, BicycleIntegrator integrator) {
+  const std::int64_t n = state.range(0);
+  World world = MakeWorld(n, integrator);
+  for (auto _ : state) {
+    world.Step();
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+  state.counters["per_vehicle_step"] = benchmark::Counter(
+      static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
+                                  benchmark::Counter::kInvert);
+}
+
+BENCHMARK_CAPTURE(BM_WorldStep, semi_implicit_euler, BicycleIntegrator::kSemiImplicitEuler)
+    ->Arg(1)->Arg(1000)->Arg(100000);
+BENCHMARK_CAPTURE(BM_WorldStep, exact_arc, BicycleIntegrator::kExactArc)
+    ->Arg(1)->Arg(1000)->Arg(100000);
+
+}  // namespace
+}  // namespace pitlane::sim
+
+BENCHMARK_MAIN();

@@ -1,0 +1,12 @@
+"""Pitlane simulator client.
+
+``pitlane.Client`` wraps the gRPC API; ``pitlane.pb`` is the generated message
+module (pitlane.v1.simulator_pb2) for building any request or reading any
+response, and ``pitlane.pb_grpc`` the generated service module.
+"""
+
+from pitlane.client import Client, vehicle_spec
+from pitlane.v1 import simulator_pb2 as pb
+from pitlane.v1 import simulator_pb2_grpc as pb_grpc
+
+__all__ = ["Client", "vehicle_spec", "pb", "pb_grpc"]

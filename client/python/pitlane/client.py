@@ -1,0 +1,324 @@
+"""Synchronous Python client for the Pitlane simulator (gRPC API pitlane.v1).
+
+The client is a thin layer over the generated stub: every method builds the
+request message, calls the RPC with a deadline and returns the protobuf
+response (or the interesting part of it). Errors are not caught: a failed call
+raises ``grpc.RpcError``; inspect ``err.code()`` and ``err.details()``.
+
+Units are SI throughout (metres, seconds, radians, m/s, m/s^2, Hz).
+
+Example:
+    with pitlane.Client("127.0.0.1:50051") as sim:
+        session = sim.create_session(name="demo", tick_rate_hz=50.0)
+        car = sim.spawn_vehicle(session.session_id, speed_mps=5.0)
+        sim.set_controls(session.session_id, {car: (0.0, 0.2)})
+        state = sim.step(session.session_id, ticks=50)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Optional, Union
+
+import grpc
+
+from pitlane.v1 import simulator_pb2 as pb
+from pitlane.v1 import simulator_pb2_grpc as pb_grpc
+
+_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+_INTEGRATORS = {
+    "semi_implicit_euler": pb.BICYCLE_INTEGRATOR_SEMI_IMPLICIT_EULER,
+    "exact_arc": pb.BICYCLE_INTEGRATOR_EXACT_ARC,
+}
+
+Controls = Union[Mapping[int, tuple[float, float]], Iterable[pb.VehicleControl]]
+
+
+def vehicle_spec(
+    *,
+    x_m: float = 0.0,
+    y_m: float = 0.0,
+    yaw_rad: float = 0.0,
+    speed_mps: float = 0.0,
+    length_m: Optional[float] = None,
+    width_m: Optional[float] = None,
+    wheelbase_m: Optional[float] = None,
+    integrator: str = "semi_implicit_euler",
+    limits: Optional[Mapping[str, float]] = None,
+    name: str = "",
+) -> pb.VehicleSpec:
+    """Builds a kinematic-bicycle VehicleSpec.
+
+    Args:
+        x_m: Initial x (east) of the rear-axle centre, metres.
+        y_m: Initial y (north) of the rear-axle centre, metres.
+        yaw_rad: Initial heading, radians counter-clockwise from +x.
+        speed_mps: Initial speed along the heading, m/s (negative: reverse).
+        length_m: Body length, metres; None leaves the server default (4.5).
+        width_m: Body width, metres; None leaves the server default (1.8).
+        wheelbase_m: Axle distance, metres; None leaves the server default
+            (2.7).
+        integrator: "semi_implicit_euler" or "exact_arc".
+        limits: VehicleLimits fields by name, e.g.
+            {"max_speed_mps": 10.0}; missing fields take server defaults.
+        name: Human-readable label.
+
+    Returns:
+        The VehicleSpec message.
+
+    Raises:
+        ValueError: Unknown integrator name.
+    """
+    if integrator not in _INTEGRATORS:
+        raise ValueError(
+            f"integrator must be one of {sorted(_INTEGRATORS)}, got {integrator!r}"
+        )
+    spec = pb.VehicleSpec(
+        name=name,
+        initial_pose=pb.Pose2D(x_m=x_m, y_m=y_m, yaw_rad=yaw_rad),
+        initial_speed_mps=speed_mps,
+        limits=pb.VehicleLimits(**(limits or {})),
+        kinematic_bicycle=pb.KinematicBicycle(
+            integrator=_INTEGRATORS[integrator]
+        ),
+    )
+    if length_m is not None:
+        spec.length_m = length_m
+    if width_m is not None:
+        spec.width_m = width_m
+    if wheelbase_m is not None:
+        spec.kinematic_bicycle.wheelbase_m = wheelbase_m
+    return spec
+
+
+class Client:
+    """A connection to one Pitlane server.
+
+    Attributes:
+        stub: The raw generated ``SimulatorStub`` for calls not wrapped here.
+        timeout_s: Deadline applied to every unary call, seconds.
+    """
+
+    def __init__(
+        self, address: str = "127.0.0.1:50051", *, timeout_s: float = 30.0
+    ):
+        """Opens an insecure channel to ``address`` ("host:port")."""
+        self.timeout_s = timeout_s
+        self._channel = grpc.insecure_channel(
+            address,
+            options=[
+                ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+            ],
+        )
+        self.stub = pb_grpc.SimulatorStub(self._channel)
+
+    def close(self) -> None:
+        """Closes the channel; ongoing streams are cancelled."""
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    # Sessions ---------------------------------------------------------------
+
+    def create_session(
+        self,
+        *,
+        name: str = "",
+        tick_rate_hz: Optional[float] = None,
+        seed: int = 0,
+        max_vehicles: Optional[int] = None,
+    ) -> pb.SessionInfo:
+        """Creates a lockstep session.
+
+        Args:
+            name: Human-readable label.
+            tick_rate_hz: Ticks per simulated second, Hz; None: server
+                default (50).
+            seed: Seed for the session's random choices.
+            max_vehicles: Vehicle cap; None: the server's limit.
+
+        Returns:
+            The new SessionInfo (tick 0, no vehicles, defaults filled in).
+        """
+        config = pb.SessionConfig(name=name, seed=seed)
+        if tick_rate_hz is not None:
+            config.tick_rate_hz = tick_rate_hz
+        if max_vehicles is not None:
+            config.max_vehicles = max_vehicles
+        return self.stub.CreateSession(
+            pb.CreateSessionRequest(config=config), timeout=self.timeout_s
+        ).session
+
+    def get_session(self, session_id: str) -> pb.SessionInfo:
+        """Returns one session's config, clock and vehicles."""
+        return self.stub.GetSession(
+            pb.GetSessionRequest(session_id=session_id), timeout=self.timeout_s
+        ).session
+
+    def list_sessions(self) -> list[pb.SessionInfo]:
+        """Returns every session in creation order (without vehicles)."""
+        return list(
+            self.stub.ListSessions(
+                pb.ListSessionsRequest(), timeout=self.timeout_s
+            ).sessions
+        )
+
+    def delete_session(self, session_id: str) -> pb.SimTime:
+        """Deletes a session; returns its clock at deletion."""
+        return self.stub.DeleteSession(
+            pb.DeleteSessionRequest(session_id=session_id),
+            timeout=self.timeout_s,
+        ).time
+
+    # Vehicles ---------------------------------------------------------------
+
+    def spawn_vehicle(
+        self,
+        session_id: str,
+        *,
+        x_m: float = 0.0,
+        y_m: float = 0.0,
+        yaw_rad: float = 0.0,
+        speed_mps: float = 0.0,
+        length_m: Optional[float] = None,
+        width_m: Optional[float] = None,
+        wheelbase_m: Optional[float] = None,
+        integrator: str = "semi_implicit_euler",
+        limits: Optional[Mapping[str, float]] = None,
+        name: str = "",
+    ) -> int:
+        """Spawns one kinematic-bicycle vehicle at the current tick.
+
+        Args:
+            session_id: The session.
+            x_m, y_m, yaw_rad, speed_mps, length_m, width_m, wheelbase_m,
+            integrator, limits, name: As for ``vehicle_spec``.
+
+        Returns:
+            The new vehicle's id.
+        """
+        spec = vehicle_spec(
+            x_m=x_m,
+            y_m=y_m,
+            yaw_rad=yaw_rad,
+            speed_mps=speed_mps,
+            length_m=length_m,
+            width_m=width_m,
+            wheelbase_m=wheelbase_m,
+            integrator=integrator,
+            limits=limits,
+            name=name,
+        )
+        return self.spawn_vehicles(session_id, [spec])[0]
+
+    def spawn_vehicles(
+        self, session_id: str, specs: Sequence[pb.VehicleSpec]
+    ) -> list[int]:
+        """Spawns many vehicles, all or none; returns their ids in order."""
+        return list(
+            self.stub.SpawnVehicle(
+                pb.SpawnVehicleRequest(session_id=session_id, vehicles=specs),
+                timeout=self.timeout_s,
+            ).vehicle_ids
+        )
+
+    def remove_vehicle(self, session_id: str, vehicle_id: int) -> pb.SimTime:
+        """Removes a vehicle; returns the session clock."""
+        return self.stub.RemoveVehicle(
+            pb.RemoveVehicleRequest(
+                session_id=session_id, vehicle_id=vehicle_id
+            ),
+            timeout=self.timeout_s,
+        ).time
+
+    # Controls and stepping --------------------------------------------------
+
+    def set_controls(
+        self, session_id: str, controls: Controls
+    ) -> pb.SetControlsResponse:
+        """Sets controls, all or none; they apply from the next tick and hold.
+
+        Args:
+            session_id: The session.
+            controls: Either {vehicle_id: (acceleration_mps2,
+                steering_angle_rad)} or an iterable of VehicleControl.
+                Out-of-range values are clamped by the server.
+
+        Returns:
+            The response, with ``time`` and ``applies_from_tick``.
+        """
+        if isinstance(controls, Mapping):
+            controls = [
+                pb.VehicleControl(
+                    vehicle_id=vid, acceleration_mps2=a, steering_angle_rad=s
+                )
+                for vid, (a, s) in controls.items()
+            ]
+        return self.stub.SetControls(
+            pb.SetControlsRequest(session_id=session_id, controls=controls),
+            timeout=self.timeout_s,
+        )
+
+    def step(
+        self,
+        session_id: str,
+        ticks: int = 1,
+        *,
+        expected_tick: Optional[int] = None,
+    ) -> pb.WorldState:
+        """Advances the session by ``ticks`` ticks; returns the final state.
+
+        Args:
+            session_id: The session.
+            ticks: Ticks to advance (each 1 / tick_rate_hz seconds).
+            expected_tick: If given, the server steps only if the session is
+                at this tick now, else fails with ABORTED.
+        """
+        request = pb.StepRequest(session_id=session_id, ticks=ticks)
+        if expected_tick is not None:
+            request.expected_tick = expected_tick
+        return self.stub.Step(request, timeout=self.timeout_s).state
+
+    def get_state(self, session_id: str) -> pb.WorldState:
+        """Returns the current world state without advancing time."""
+        return self.stub.GetState(
+            pb.GetStateRequest(session_id=session_id), timeout=self.timeout_s
+        ).state
+
+    def stream_states(
+        self,
+        session_id: str,
+        every_n_ticks: Optional[int] = None,
+        *,
+        timeout_s: Optional[float] = None,
+    ) -> Iterator[pb.StreamStatesResponse]:
+        """Subscribes to a session's states.
+
+        Yields the current state first, then the state after every tick that
+        is a multiple of ``every_n_ticks`` (server default 1). A slow reader
+        skips frames (see ``skipped_frames``). The stream ends normally when
+        the session is deleted.
+
+        The returned object is the gRPC call itself: an iterator that is also
+        a ``grpc.Future``. Stop it early with ``.cancel()`` (from any thread);
+        iterating a cancelled stream raises ``grpc.RpcError`` with code
+        CANCELLED. Closing the client cancels it too.
+
+        Args:
+            session_id: The session.
+            every_n_ticks: Decimation, >= 1; None: every tick.
+            timeout_s: Deadline for the whole stream, seconds; None: one day
+                (streams are long-lived, but every call has a deadline).
+        """
+        request = pb.StreamStatesRequest(session_id=session_id)
+        if every_n_ticks is not None:
+            request.every_n_ticks = every_n_ticks
+        return self.stub.StreamStates(
+            request, timeout=86400.0 if timeout_s is None else timeout_s
+        )
