@@ -1,7 +1,5 @@
 #include "server/sim/world.h"
 
-#include <cstring>
-#include <limits>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"

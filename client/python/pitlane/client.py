@@ -178,44 +178,20 @@ class Client:
 
     # Vehicles ---------------------------------------------------------------
 
-    def spawn_vehicle(
-        self,
-        session_id: str,
-        *,
-        x_m: float = 0.0,
-        y_m: float = 0.0,
-        yaw_rad: float = 0.0,
-        speed_mps: float = 0.0,
-        length_m: Optional[float] = None,
-        width_m: Optional[float] = None,
-        wheelbase_m: Optional[float] = None,
-        integrator: str = "semi_implicit_euler",
-        limits: Optional[Mapping[str, float]] = None,
-        name: str = "",
-    ) -> int:
+    def spawn_vehicle(self, session_id: str, **spec_fields) -> int:
         """Spawns one kinematic-bicycle vehicle at the current tick.
 
         Args:
             session_id: The session.
-            x_m, y_m, yaw_rad, speed_mps, length_m, width_m, wheelbase_m,
-            integrator, limits, name: As for ``vehicle_spec``.
+            **spec_fields: Keyword arguments of ``vehicle_spec`` (x_m, y_m,
+                yaw_rad, speed_mps, length_m, width_m, wheelbase_m,
+                integrator, limits, name); unset ones take the server's
+                defaults.
 
         Returns:
             The new vehicle's id.
         """
-        spec = vehicle_spec(
-            x_m=x_m,
-            y_m=y_m,
-            yaw_rad=yaw_rad,
-            speed_mps=speed_mps,
-            length_m=length_m,
-            width_m=width_m,
-            wheelbase_m=wheelbase_m,
-            integrator=integrator,
-            limits=limits,
-            name=name,
-        )
-        return self.spawn_vehicles(session_id, [spec])[0]
+        return self.spawn_vehicles(session_id, [vehicle_spec(**spec_fields)])[0]
 
     def spawn_vehicles(
         self, session_id: str, specs: Sequence[pb.VehicleSpec]
