@@ -39,7 +39,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
 }
 
 void Server::Shutdown(std::chrono::milliseconds grace) {
-  if (shut_down_) return;
+  if (shut_down_ || server_ == nullptr) return;  // Never started (e.g. the bind failed).
   shut_down_ = true;
   for (const auto& session : sessions_.List()) session->Close();
   server_->Shutdown(std::chrono::system_clock::now() + grace);

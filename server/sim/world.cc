@@ -1,5 +1,6 @@
 #include "server/sim/world.h"
 
+#include <cmath>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -37,6 +38,10 @@ class Fnv1a {
 
 absl::StatusOr<World> World::Create(const WorldSpec& spec) {
   RETURN_IF_ERROR(CheckPositive("tick_rate_hz", spec.tick_rate_hz, kMaxTickRate_hz));
+  if (!std::isfinite(1.0 / spec.tick_rate_hz)) {  // A subnormal rate: dt would overflow.
+    return absl::InvalidArgumentError(
+        absl::StrCat("tick_rate_hz: too small, got ", spec.tick_rate_hz));
+  }
   if (spec.max_vehicles < 1) {
     return absl::InvalidArgumentError("max_vehicles: must be >= 1, got 0");
   }

@@ -38,7 +38,7 @@ std::vector<VehicleId> Ids(const World& world) {
 }
 
 TEST(World, CreateRejectsBadSpecsNamingTheField) {
-  for (const double rate : {0.0, -50.0, kNaN, std::numeric_limits<double>::infinity(), 10001.0}) {
+  for (const double rate : {0.0, -50.0, 1e-310, kNaN, std::numeric_limits<double>::infinity(), 10001.0}) {
     const auto world = World::Create({.tick_rate_hz = rate, .max_vehicles = 1});
     EXPECT_EQ(world.status().code(), absl::StatusCode::kInvalidArgument) << rate;
     EXPECT_THAT(std::string(world.status().message()), HasSubstr("tick_rate_hz")) << rate;
