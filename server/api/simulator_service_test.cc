@@ -452,3 +452,18 @@ TEST_F(SimulatorServiceTest, CancelledStreamUnsubscribes) {
 
 }  // namespace
 }  // namespace pitlane::api
+
+namespace pitlane::api {
+namespace {
+
+TEST(ServerStart, AnAddressThatCannotBeBoundIsUnavailable) {
+  ServerOptions options;
+  // A Unix socket in a directory that does not exist: fails locally, no name lookup.
+  options.listen_address = "unix:/nonexistent-pitlane-dir/server.sock";
+  const auto server = Server::Start(options);
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(server.status().message()), HasSubstr("listen"));
+}
+
+}  // namespace
+}  // namespace pitlane::api
