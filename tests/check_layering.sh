@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Fails if a layer includes a header from above it (DESIGN.md: dependencies point down):
 #   server/sim      Abseil and the standard library only: no gRPC, protobuf, spdlog,
-#                   threads or clocks;
+#                   threads, clocks or randomness (its tests may use seeded <random>
+#                   engines, never clocks);
 #   server/session  no gRPC or protobuf;
 #   server/util     Abseil only.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 status=0
-check() {  # check <dir> <extended regex of forbidden includes> <why>
-  local hits
-  hits=$(grep -rnE "^#include [<\"]($2)" "$root/$1" --include='*.h' --include='*.cc' || true)
+check() {  # check <dir> <extended regex of forbidden includes> <why> [grep file filters]
+  local hits filters=("${@:4}")
+  [ ${#filters[@]} -eq 0 ] && filters=(--include='*.h' --include='*.cc')
+  hits=$(grep -rnE "^#include [<\"]($2)" "$root/$1" "${filters[@]}" || true)
   if [ -n "$hits" ]; then
     echo "layering: $1 must not include $3:"
     echo "$hits"
@@ -18,8 +20,12 @@ check() {  # check <dir> <extended regex of forbidden includes> <why>
 }
 check server/util 'grpc|google/protobuf|pitlane/v1|spdlog|server/(sim|session|api)' \
   'gRPC, protobuf, spdlog or higher layers'
-check server/sim 'grpc|google/protobuf|pitlane/v1|spdlog|thread|mutex|chrono|random|ctime|absl/synchronization|absl/time|server/(session|api)' \
-  'gRPC, protobuf, spdlog, threads, clocks, randomness or higher layers'
+sim_forbidden='grpc|google/protobuf|pitlane/v1|spdlog|thread|mutex|chrono|ctime|absl/synchronization|absl/time|server/(session|api)'
+check server/sim "$sim_forbidden|random" \
+  'gRPC, protobuf, spdlog, threads, clocks, randomness or higher layers' \
+  --include='*.h' --include='*.cc' --exclude='*_test.cc'
+check server/sim "$sim_forbidden" 'gRPC, protobuf, spdlog, threads, clocks or higher layers' \
+  --include='*_test.cc'
 check server/session 'grpc|google/protobuf|pitlane/v1|server/api' 'gRPC, protobuf or the api layer'
 if [ $status -eq 0 ]; then echo "layering: ok"; fi
 exit $status

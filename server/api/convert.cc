@@ -47,6 +47,30 @@ sim::VehicleLimits LimitsFromProto(const v1::VehicleLimits& limits) {
   return out;
 }
 
+v1::ObjectKind ObjectKindToProto(sim::ObjectKind kind) {
+  switch (kind) {
+    case sim::ObjectKind::kVehicle:
+      return v1::OBJECT_KIND_VEHICLE;
+    case sim::ObjectKind::kObstacle:
+      return v1::OBJECT_KIND_OBSTACLE;
+    case sim::ObjectKind::kWall:
+      return v1::OBJECT_KIND_WALL;
+  }
+  return v1::OBJECT_KIND_UNSPECIFIED;
+}
+
+v1::ContactPhase ContactPhaseToProto(sim::ContactPhase phase) {
+  switch (phase) {
+    case sim::ContactPhase::kBegan:
+      return v1::CONTACT_PHASE_BEGAN;
+    case sim::ContactPhase::kOngoing:
+      return v1::CONTACT_PHASE_ONGOING;
+    case sim::ContactPhase::kEnded:
+      return v1::CONTACT_PHASE_ENDED;
+  }
+  return v1::CONTACT_PHASE_UNSPECIFIED;
+}
+
 }  // namespace
 
 absl::StatusOr<session::SessionRequest> SessionRequestFromProto(const v1::SessionConfig& config) {
@@ -63,7 +87,47 @@ absl::StatusOr<session::SessionRequest> SessionRequestFromProto(const v1::Sessio
     default:
       return UnknownEnum("clock_mode", config.clock_mode());
   }
+  switch (config.collision_policy()) {
+    case v1::COLLISION_POLICY_UNSPECIFIED:
+    case v1::COLLISION_POLICY_REPORT:
+      request.collision_policy = sim::CollisionPolicy::kReport;
+      break;
+    case v1::COLLISION_POLICY_STOP:
+      request.collision_policy = sim::CollisionPolicy::kStop;
+      break;
+    default:
+      return UnknownEnum("collision_policy", config.collision_policy());
+  }
+  if (config.has_bounds()) {
+    const v1::WorldBounds& bounds = config.bounds();
+    request.bounds = sim::WorldBounds{.min_x_m = bounds.min_x_m(),
+                                      .min_y_m = bounds.min_y_m(),
+                                      .max_x_m = bounds.max_x_m(),
+                                      .max_y_m = bounds.max_y_m()};
+  }
+  request.obstacles.reserve(config.obstacles_size());
+  for (const v1::ObstacleSpec& obstacle : config.obstacles()) {
+    request.obstacles.push_back(ObstacleSpecFromProto(obstacle));
+  }
   return request;
+}
+
+sim::ObstacleSpec ObstacleSpecFromProto(const v1::ObstacleSpec& spec) {
+  return sim::ObstacleSpec{.name = spec.name(),
+                           .center_x_m = spec.center_x_m(),
+                           .center_y_m = spec.center_y_m(),
+                           .yaw_rad = spec.yaw_rad(),
+                           .length_m = spec.length_m(),
+                           .width_m = spec.width_m()};
+}
+
+void ObstacleSpecToProto(const sim::ObstacleSpec& spec, v1::ObstacleSpec* out) {
+  out->set_name(spec.name);
+  out->set_center_x_m(spec.center_x_m);
+  out->set_center_y_m(spec.center_y_m);
+  out->set_yaw_rad(spec.yaw_rad);
+  out->set_length_m(spec.length_m);
+  out->set_width_m(spec.width_m);
 }
 
 absl::StatusOr<sim::VehicleSpec> VehicleSpecFromProto(const v1::VehicleSpec& spec) {
@@ -91,6 +155,19 @@ absl::StatusOr<sim::VehicleSpec> VehicleSpecFromProto(const v1::VehicleSpec& spe
     case v1::VehicleSpec::MODEL_NOT_SET:
       return absl::InvalidArgumentError("model: required (set e.g. kinematic_bicycle)");
   }
+  if (spec.has_range_scan()) {
+    const v1::RangeScanSpec& scan = spec.range_scan();
+    sim::RangeScanSpec& out_scan = out.range_scan.emplace();
+    if (scan.has_beam_count()) out_scan.beam_count = scan.beam_count();
+    if (scan.has_field_of_view_rad()) out_scan.field_of_view_rad = scan.field_of_view_rad();
+    if (scan.has_max_range_m()) out_scan.max_range_m = scan.max_range_m();
+  }
+  if (spec.has_nearest_objects()) {
+    const v1::NearestObjectsSpec& nearest = spec.nearest_objects();
+    sim::NearestObjectsSpec& out_nearest = out.nearest_objects.emplace();
+    if (nearest.has_count()) out_nearest.count = nearest.count();
+    if (nearest.has_radius_m()) out_nearest.radius_m = nearest.radius_m();
+  }
   return out;
 }
 
@@ -116,6 +193,28 @@ void SessionToProto(const session::SessionDescription& session, v1::SessionInfo*
     case session::ClockMode::kLockstep:
       config->set_clock_mode(v1::CLOCK_MODE_LOCKSTEP);
       break;
+  }
+  switch (session.config.world.collision_policy) {
+    case sim::CollisionPolicy::kReport:
+      config->set_collision_policy(v1::COLLISION_POLICY_REPORT);
+      break;
+    case sim::CollisionPolicy::kStop:
+      config->set_collision_policy(v1::COLLISION_POLICY_STOP);
+      break;
+  }
+  if (session.config.world.bounds.has_value()) {
+    const sim::WorldBounds& bounds = *session.config.world.bounds;
+    v1::WorldBounds* out_bounds = config->mutable_bounds();
+    out_bounds->set_min_x_m(bounds.min_x_m);
+    out_bounds->set_min_y_m(bounds.min_y_m);
+    out_bounds->set_max_x_m(bounds.max_x_m);
+    out_bounds->set_max_y_m(bounds.max_y_m);
+  }
+  out->set_obstacle_count(static_cast<std::uint32_t>(session.obstacle_count));
+  for (const sim::Obstacle& obstacle : session.obstacles) {
+    v1::ObstacleInfo* info = out->add_obstacles();
+    info->set_obstacle_id(obstacle.id);
+    ObstacleSpecToProto(obstacle.spec, info->mutable_spec());
   }
   SimTimeToProto(session.time, out->mutable_time());
   out->set_vehicle_count(static_cast<std::uint32_t>(session.vehicle_count));
@@ -150,6 +249,39 @@ void VehicleSpecToProto(const sim::VehicleSpec& spec, v1::VehicleSpec* out) {
         bicycle->set_integrator(IntegratorToProto(model.integrator));
       },
       spec.model);
+  if (spec.range_scan.has_value()) {
+    v1::RangeScanSpec* scan = out->mutable_range_scan();
+    scan->set_beam_count(spec.range_scan->beam_count);
+    scan->set_field_of_view_rad(spec.range_scan->field_of_view_rad);
+    scan->set_max_range_m(spec.range_scan->max_range_m);
+  }
+  if (spec.nearest_objects.has_value()) {
+    v1::NearestObjectsSpec* nearest = out->mutable_nearest_objects();
+    nearest->set_count(spec.nearest_objects->count);
+    nearest->set_radius_m(spec.nearest_objects->radius_m);
+  }
+}
+
+void ContactToProto(const sim::Contact& contact, v1::Contact* out) {
+  v1::ContactPair* pair = out->mutable_pair();
+  pair->set_vehicle_id(contact.pair.vehicle);
+  pair->set_other_kind(ObjectKindToProto(contact.pair.other_kind));
+  pair->set_other_id(contact.pair.other_id);
+  out->set_normal_x(contact.normal_x);
+  out->set_normal_y(contact.normal_y);
+  out->set_depth_m(contact.depth_m);
+  out->set_began_tick(contact.began_tick);
+}
+
+void EventsToProto(const session::FrameEvents& events,
+                   google::protobuf::RepeatedPtrField<v1::ContactEvent>* out) {
+  out->Reserve(static_cast<int>(events.events.size()));
+  for (const sim::ContactEvent& event : events.events) {
+    v1::ContactEvent* out_event = out->Add();
+    out_event->set_tick(event.tick);
+    out_event->set_phase(ContactPhaseToProto(event.phase));
+    ContactToProto(event.contact, out_event->mutable_contact());
+  }
 }
 
 void FrameToProto(const session::Frame& frame, v1::WorldState* out) {
@@ -165,7 +297,28 @@ void FrameToProto(const session::Frame& frame, v1::WorldState* out) {
     state->set_speed_mps(vehicle.speed_mps);
     state->set_steering_angle_rad(vehicle.steering_angle_rad);
     state->set_acceleration_mps2(vehicle.acceleration_mps2);
+    state->set_crashed(vehicle.crashed);
+    if (vehicle.range_scan.has_value()) {
+      v1::RangeScan* scan = state->mutable_range_scan();
+      scan->set_angle_min_rad(vehicle.range_scan->angle_min_rad);
+      scan->set_angle_increment_rad(vehicle.range_scan->angle_increment_rad);
+      scan->mutable_ranges_m()->Add(vehicle.range_scan->ranges_m.begin(),
+                                    vehicle.range_scan->ranges_m.end());
+    }
+    if (vehicle.nearest_objects.has_value()) {
+      for (const sim::NearbyObject& object : *vehicle.nearest_objects) {
+        v1::NearbyObject* out_object = state->add_nearest_objects();
+        out_object->set_kind(ObjectKindToProto(object.kind));
+        out_object->set_id(object.id);
+        out_object->set_x_m(object.x_m);
+        out_object->set_y_m(object.y_m);
+        out_object->set_distance_m(object.distance_m);
+        out_object->set_relative_yaw_rad(object.relative_yaw_rad);
+        out_object->set_speed_mps(object.speed_mps);
+      }
+    }
   }
+  for (const sim::Contact& contact : frame.contacts) ContactToProto(contact, out->add_contacts());
 }
 
 }  // namespace pitlane::api

@@ -19,11 +19,17 @@ namespace v1 = ::pitlane::v1;
 absl::StatusOr<session::SessionRequest> SessionRequestFromProto(const v1::SessionConfig& config);
 absl::StatusOr<sim::VehicleSpec> VehicleSpecFromProto(const v1::VehicleSpec& spec);
 sim::VehicleInput VehicleInputFromProto(const v1::VehicleControl& control);
+// Copies the fields; sim::CheckObstacleSpec validates them.
+sim::ObstacleSpec ObstacleSpecFromProto(const v1::ObstacleSpec& spec);
 
 void SimTimeToProto(const session::SimTime& time, v1::SimTime* out);
 void SessionToProto(const session::SessionDescription& session, v1::SessionInfo* out);
 void VehicleSpecToProto(const sim::VehicleSpec& spec, v1::VehicleSpec* out);
+void ObstacleSpecToProto(const sim::ObstacleSpec& spec, v1::ObstacleSpec* out);
+void ContactToProto(const sim::Contact& contact, v1::Contact* out);
 void FrameToProto(const session::Frame& frame, v1::WorldState* out);
+void EventsToProto(const session::FrameEvents& events,
+                   google::protobuf::RepeatedPtrField<v1::ContactEvent>* out);
 
 }  // namespace pitlane::api
 

@@ -35,7 +35,9 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
 // The session hands frames over on its stepping thread (OnFrame, which must not block); the
 // stream writes one at a time (one write in flight, the next started from OnWriteDone). A
 // frame that arrives while a write is in flight waits in a one-frame mailbox; a newer frame
-// replaces it and the replaced one is counted as skipped. So a slow reader costs the session
+// replaces it and the replaced one is counted as skipped; its contact transitions are kept
+// (up to session::kMaxEventsPerFrame, the rest counted as dropped), its kOngoing events are
+// not (the newer frame reports what is in effect). So a slow reader costs the session
 // nothing and holds at most two frames.
 //
 // Ownership: the reactor owns itself through `self_` until gRPC calls OnDone; the session
@@ -59,15 +61,25 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<v1::StreamState
     return reactor.get();
   }
 
-  void OnFrame(std::shared_ptr<const session::Frame> frame) override {
+  void OnFrame(std::shared_ptr<const session::Frame> frame, session::FrameEvents events) override {
     absl::MutexLock lock(&mu_);
     if (finishing_) return;
     if (write_in_flight_) {
-      if (pending_ != nullptr) ++skipped_frames_;
+      if (pending_ != nullptr) {
+        ++skipped_frames_;
+        // Keep the replaced frame's transitions, in front of the new frame's events.
+        std::erase_if(pending_events_.events, [](const sim::ContactEvent& event) {
+          return event.phase == sim::ContactPhase::kOngoing;
+        });
+        pending_events_.dropped += events.dropped;
+        session::AppendEvents(events.events, pending_events_);
+      } else {
+        pending_events_ = std::move(events);
+      }
       pending_ = std::move(frame);
       return;
     }
-    WriteLocked(std::move(frame));
+    WriteLocked(std::move(frame), std::move(events));
   }
 
   void OnSessionClosed() override {
@@ -83,7 +95,7 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<v1::StreamState
     if (!ok) {
       FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the stream broke"));
     } else if (pending_ != nullptr) {
-      WriteLocked(std::exchange(pending_, nullptr));
+      WriteLocked(std::exchange(pending_, nullptr), std::exchange(pending_events_, {}));
     } else if (session_closed_) {
       FinishLocked(grpc::Status::OK);
     }
@@ -109,10 +121,13 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<v1::StreamState
   explicit StateStreamReactor(std::shared_ptr<session::Session> session)
       : session_(std::move(session)) {}
 
-  void WriteLocked(std::shared_ptr<const session::Frame> frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void WriteLocked(std::shared_ptr<const session::Frame> frame, const session::FrameEvents& events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     response_.Clear();
     FrameToProto(*frame, response_.mutable_state());
     response_.set_skipped_frames(std::exchange(skipped_frames_, 0));
+    EventsToProto(events, response_.mutable_events());
+    response_.set_dropped_events(events.dropped);
     write_in_flight_ = true;
     StartWrite(&response_);
   }
@@ -121,6 +136,7 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<v1::StreamState
     if (finishing_) return;
     finishing_ = true;
     pending_.reset();
+    pending_events_ = {};
     Finish(std::move(status));
   }
 
@@ -130,6 +146,7 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<v1::StreamState
   absl::Mutex mu_;
   v1::StreamStatesResponse response_ ABSL_GUARDED_BY(mu_);  // The write in flight.
   std::shared_ptr<const session::Frame> pending_ ABSL_GUARDED_BY(mu_);
+  session::FrameEvents pending_events_ ABSL_GUARDED_BY(mu_);  // Go with pending_.
   std::uint64_t skipped_frames_ ABSL_GUARDED_BY(mu_) = 0;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool session_closed_ ABSL_GUARDED_BY(mu_) = false;
@@ -218,6 +235,40 @@ grpc::ServerUnaryReactor* SimulatorService::RemoveVehicle(grpc::CallbackServerCo
   }());
 }
 
+grpc::ServerUnaryReactor* SimulatorService::AddObstacle(grpc::CallbackServerContext* context,
+                                                        const v1::AddObstacleRequest* request,
+                                                        v1::AddObstacleResponse* response) {
+  return FinishUnary(context, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+    const int count = request->obstacles_size();
+    if (count < 1 || count > kMaxObstaclesPerCall) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "obstacles: must hold 1 to ", kMaxObstaclesPerCall, " specs, got ", count));
+    }
+    std::vector<sim::ObstacleSpec> specs;
+    specs.reserve(count);
+    for (const v1::ObstacleSpec& spec : request->obstacles()) {
+      specs.push_back(ObstacleSpecFromProto(spec));
+    }
+    auto ids = session->AddObstacles(specs);
+    if (!ids.ok()) return InField("obstacles", ids.status());
+    response->mutable_obstacle_ids()->Add(ids->begin(), ids->end());
+    SimTimeToProto(session->Now(), response->mutable_time());
+    return absl::OkStatus();
+  }());
+}
+
+grpc::ServerUnaryReactor* SimulatorService::RemoveObstacle(
+    grpc::CallbackServerContext* context, const v1::RemoveObstacleRequest* request,
+    v1::RemoveObstacleResponse* response) {
+  return FinishUnary(context, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+    RETURN_IF_ERROR(session->RemoveObstacle(request->obstacle_id()));
+    SimTimeToProto(session->Now(), response->mutable_time());
+    return absl::OkStatus();
+  }());
+}
+
 grpc::ServerUnaryReactor* SimulatorService::SetControls(grpc::CallbackServerContext* context,
                                                         const v1::SetControlsRequest* request,
                                                         v1::SetControlsResponse* response) {
@@ -248,8 +299,11 @@ grpc::ServerUnaryReactor* SimulatorService::Step(grpc::CallbackServerContext* co
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
     std::optional<std::uint64_t> expected_tick;
     if (request->has_expected_tick()) expected_tick = request->expected_tick();
-    ASSIGN_OR_RETURN(const auto frame, session->Step(request->ticks(), expected_tick));
-    FrameToProto(*frame, response->mutable_state());
+    ASSIGN_OR_RETURN(const session::StepResult result,
+                     session->Step(request->ticks(), expected_tick));
+    FrameToProto(*result.frame, response->mutable_state());
+    EventsToProto(result.events, response->mutable_events());
+    response->set_dropped_events(result.events.dropped);
     return absl::OkStatus();
   }());
 }

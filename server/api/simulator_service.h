@@ -17,6 +17,7 @@ namespace v1 = ::pitlane::v1;
 // Most vehicles one SpawnVehicle call may add, and most controls one SetControls may carry.
 inline constexpr int kMaxSpawnsPerCall = 100000;
 inline constexpr int kMaxControlsPerCall = 1000000;
+inline constexpr int kMaxObstaclesPerCall = 100000;
 
 class SimulatorService final : public ::pitlane::v1::Simulator::CallbackService {
  public:
@@ -41,6 +42,12 @@ class SimulatorService final : public ::pitlane::v1::Simulator::CallbackService 
   grpc::ServerUnaryReactor* RemoveVehicle(grpc::CallbackServerContext* context,
                                           const v1::RemoveVehicleRequest* request,
                                           v1::RemoveVehicleResponse* response) override;
+  grpc::ServerUnaryReactor* AddObstacle(grpc::CallbackServerContext* context,
+                                        const v1::AddObstacleRequest* request,
+                                        v1::AddObstacleResponse* response) override;
+  grpc::ServerUnaryReactor* RemoveObstacle(grpc::CallbackServerContext* context,
+                                           const v1::RemoveObstacleRequest* request,
+                                           v1::RemoveObstacleResponse* response) override;
   grpc::ServerUnaryReactor* SetControls(grpc::CallbackServerContext* context,
                                         const v1::SetControlsRequest* request,
                                         v1::SetControlsResponse* response) override;

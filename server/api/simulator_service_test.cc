@@ -166,6 +166,20 @@ std::vector<BadRequest> BadRequests() {
       return stub.SetControls(context().get(), request, &response);
     };
   };
+  const auto add_obstacles = [context](auto edit) {
+    return [context, edit](T&, Stub& stub, const std::string& id) {
+      v1::AddObstacleRequest request;
+      request.set_session_id(id);
+      v1::ObstacleSpec* good = request.add_obstacles();
+      good->set_length_m(1.0);
+      good->set_width_m(1.0);
+      v1::ObstacleSpec* edited = request.add_obstacles();
+      *edited = *good;
+      edit(*edited);
+      v1::AddObstacleResponse response;
+      return stub.AddObstacle(context().get(), request, &response);
+    };
+  };
   const auto step = [context](std::uint32_t ticks) {
     return [context, ticks](T&, Stub& stub, const std::string& id) {
       v1::StepRequest request;
@@ -202,6 +216,58 @@ std::vector<BadRequest> BadRequests() {
        create([](auto& c) { c.set_clock_mode(static_cast<v1::ClockMode>(99)); })},
       {"CreateLongName", Code::INVALID_ARGUMENT, "config.name",
        create([](auto& c) { c.set_name(std::string(129, 'x')); })},
+      {"CreateUnknownCollisionPolicy", Code::INVALID_ARGUMENT, "config.collision_policy",
+       create([](auto& c) { c.set_collision_policy(static_cast<v1::CollisionPolicy>(9)); })},
+      {"CreateBoundsInverted", Code::INVALID_ARGUMENT, "config.bounds.max_x_m",
+       create([](auto& c) {
+         c.mutable_bounds()->set_min_x_m(10);
+         c.mutable_bounds()->set_max_x_m(-10);
+         c.mutable_bounds()->set_max_y_m(1);
+       })},
+      {"CreateBoundsNaN", Code::INVALID_ARGUMENT, "config.bounds.min_y_m",
+       create([](auto& c) { c.mutable_bounds()->set_min_y_m(kNaN); })},
+      {"CreateObstacleZeroLength", Code::INVALID_ARGUMENT, "config.obstacles[0].length_m",
+       create([](auto& c) { c.add_obstacles()->set_width_m(1); })},
+      {"AddObstacleEmpty", Code::INVALID_ARGUMENT, "obstacles",
+       [context](T&, Stub& stub, const std::string& id) {
+         v1::AddObstacleRequest request;
+         request.set_session_id(id);
+         v1::AddObstacleResponse response;
+         return stub.AddObstacle(context().get(), request, &response);
+       }},
+      {"AddObstacleNaNCenter", Code::INVALID_ARGUMENT, "obstacles[1].center_x_m",
+       add_obstacles([](auto& o) { o.set_center_x_m(kNaN); })},
+      {"AddObstacleFarAway", Code::INVALID_ARGUMENT, "obstacles[1].center_y_m",
+       add_obstacles([](auto& o) { o.set_center_y_m(2e7); })},
+      {"AddObstacleInfYaw", Code::INVALID_ARGUMENT, "obstacles[1].yaw_rad",
+       add_obstacles([](auto& o) { o.set_yaw_rad(kInf); })},
+      {"AddObstacleTooWide", Code::INVALID_ARGUMENT, "obstacles[1].width_m",
+       add_obstacles([](auto& o) { o.set_width_m(1e6); })},
+      {"AddObstacleNegativeLength", Code::INVALID_ARGUMENT, "obstacles[1].length_m",
+       add_obstacles([](auto& o) { o.set_length_m(-1); })},
+      {"AddObstacleLongName", Code::INVALID_ARGUMENT, "obstacles[1].name",
+       add_obstacles([](auto& o) { o.set_name(std::string(200, 'o')); })},
+      {"RemoveUnknownObstacle", Code::NOT_FOUND, "obstacle_id",
+       [context](T&, Stub& stub, const std::string& id) {
+         v1::RemoveObstacleRequest request;
+         request.set_session_id(id);
+         request.set_obstacle_id(3);
+         v1::RemoveObstacleResponse response;
+         return stub.RemoveObstacle(context().get(), request, &response);
+       }},
+      {"SpawnScanZeroBeams", Code::INVALID_ARGUMENT, "vehicles[0].range_scan.beam_count",
+       spawn([](auto& s) { s.mutable_range_scan()->set_beam_count(0); })},
+      {"SpawnScanTooManyBeams", Code::INVALID_ARGUMENT, "vehicles[0].range_scan.beam_count",
+       spawn([](auto& s) { s.mutable_range_scan()->set_beam_count(5000); })},
+      {"SpawnScanFovTooWide", Code::INVALID_ARGUMENT, "vehicles[0].range_scan.field_of_view_rad",
+       spawn([](auto& s) { s.mutable_range_scan()->set_field_of_view_rad(7.0); })},
+      {"SpawnScanRangeNaN", Code::INVALID_ARGUMENT, "vehicles[0].range_scan.max_range_m",
+       spawn([](auto& s) { s.mutable_range_scan()->set_max_range_m(kNaN); })},
+      {"SpawnNearestCountZero", Code::INVALID_ARGUMENT, "vehicles[0].nearest_objects.count",
+       spawn([](auto& s) { s.mutable_nearest_objects()->set_count(0); })},
+      {"SpawnNearestRadiusNegative", Code::INVALID_ARGUMENT,
+       "vehicles[0].nearest_objects.radius_m",
+       spawn([](auto& s) { s.mutable_nearest_objects()->set_radius_m(-5); })},
       {"SpawnNoModel", Code::INVALID_ARGUMENT, "vehicles[0].model",
        spawn([](auto& s) { s.clear_kinematic_bicycle(); })},
       {"SpawnLengthZero", Code::INVALID_ARGUMENT, "vehicles[0].length_m",
@@ -295,6 +361,10 @@ std::vector<BadRequest> BadRequests() {
        unknown_session(&Stub::SetControls)},
       {"StepUnknownSession", Code::NOT_FOUND, "session_id",
        unknown_session(&Stub::Step)},
+      {"AddObstacleUnknownSession", Code::NOT_FOUND, "session_id",
+       unknown_session(&Stub::AddObstacle)},
+      {"RemoveObstacleUnknownSession", Code::NOT_FOUND, "session_id",
+       unknown_session(&Stub::RemoveObstacle)},
       {"GetStateUnknownSession", Code::NOT_FOUND, "session_id",
        unknown_session(&Stub::GetState)},
   };
@@ -327,6 +397,11 @@ TEST_P(BadRequestTest, IsRejectedWithoutSideEffects) {
   EXPECT_EQ(state.state().time().tick(), 0u);
   ASSERT_EQ(state.state().vehicles_size(), 1);
   EXPECT_EQ(state.state().vehicles(0).acceleration_mps2(), 0.0);
+  v1::GetSessionRequest describe;
+  describe.set_session_id(id);
+  v1::GetSessionResponse description;
+  ASSERT_TRUE(stub_->GetSession(Context().get(), describe, &description).ok());
+  EXPECT_EQ(description.session().obstacle_count(), 0u);  // All or none.
   v1::StepResponse after;
   ASSERT_TRUE(Step(id, 1, &after).ok());
   EXPECT_EQ(after.state().vehicles(0).speed_mps(), 2.0);  // No control leaked in.

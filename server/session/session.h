@@ -45,15 +45,43 @@ struct SimTime {
 struct Frame {
   SimTime time;
   std::vector<sim::VehicleSnapshot> vehicles;  // By ascending id.
+  std::vector<sim::Contact> contacts;          // In effect at this tick, by pair.
 };
+
+// Contact events that go with a frame (a Step result or a streamed frame).
+//
+// `events` holds the kBegan and kEnded events of every tick since the previous frame of the
+// same call or stream (or of the ticks stepped), then kOngoing for each contact in effect at
+// the frame's tick that began before it; all in (tick, pair) order. At most
+// kMaxEventsPerFrame are kept; the transitions beyond are counted in `dropped`.
+struct FrameEvents {
+  std::vector<sim::ContactEvent> events;
+  std::uint64_t dropped = 0;
+};
+
+inline constexpr std::size_t kMaxEventsPerFrame = 100000;
+
+// What Step returns.
+struct StepResult {
+  std::shared_ptr<const Frame> frame;  // After the last tick.
+  FrameEvents events;                  // Of every tick stepped.
+};
+
+// Appends `events` to `into`, keeping at most kMaxEventsPerFrame and counting the rest.
+void AppendEvents(absl::Span<const sim::ContactEvent> events, FrameEvents& into);
+// Appends kOngoing events for the contacts in effect at `tick` that began before it and sorts
+// `into` by (tick, pair).
+void FinishEvents(absl::Span<const sim::Contact> contacts, std::uint64_t tick, FrameEvents& into);
 
 // Receives a session's frames. Implementations must not block and must not call back into
 // the session: they are called with the session's lock held, on the thread that steps it.
 class FrameSink {
  public:
   virtual ~FrameSink() = default;
-  // A new frame for this sink (decimation already applied).
-  virtual void OnFrame(std::shared_ptr<const Frame> frame) = 0;
+  // A new frame for this sink (decimation already applied), with the contact events since
+  // the previous one this sink received (for the first frame: kBegan for contacts that began
+  // at its tick, kOngoing for the others).
+  virtual void OnFrame(std::shared_ptr<const Frame> frame, FrameEvents events) = 0;
   // The session was deleted: no more frames will come.
   virtual void OnSessionClosed() = 0;
 };
@@ -65,6 +93,8 @@ struct SessionDescription {
   SimTime time;
   std::size_t vehicle_count = 0;
   std::vector<sim::VehicleDescription> vehicles;  // Only when asked for.
+  std::size_t obstacle_count = 0;
+  std::vector<sim::Obstacle> obstacles;           // Only when asked for.
 };
 
 class Session {
@@ -83,15 +113,19 @@ class Session {
   absl::StatusOr<std::vector<sim::VehicleId>> SpawnVehicles(absl::Span<const sim::VehicleSpec> specs);
   // See sim::World::Remove.
   absl::Status RemoveVehicle(sim::VehicleId id);
+  // See sim::World::AddObstacles and RemoveObstacle.
+  absl::StatusOr<std::vector<sim::ObstacleId>> AddObstacles(
+      absl::Span<const sim::ObstacleSpec> specs);
+  absl::Status RemoveObstacle(sim::ObstacleId id);
   // Replaces held controls; they apply from the next tick on. See sim::World::SetInputs.
   // Returns the time at which they were set.
   absl::StatusOr<SimTime> SetControls(absl::Span<const sim::VehicleInput> inputs);
 
-  // Advances `ticks` ticks and returns the frame after the last. Errors: InvalidArgument
-  // ("ticks") unless 1 <= ticks <= max_ticks_per_step; Aborted if `expected_tick` is set and
-  // differs from the current tick (nothing is stepped).
-  absl::StatusOr<std::shared_ptr<const Frame>> Step(std::uint32_t ticks,
-                                                    std::optional<std::uint64_t> expected_tick);
+  // Advances `ticks` ticks and returns the frame after the last, with the contact events of
+  // the ticks stepped. Errors: InvalidArgument ("ticks") unless 1 <= ticks <=
+  // max_ticks_per_step; Aborted if `expected_tick` is set and differs from the current tick
+  // (nothing is stepped).
+  absl::StatusOr<StepResult> Step(std::uint32_t ticks, std::optional<std::uint64_t> expected_tick);
 
   // The current frame.
   std::shared_ptr<const Frame> CurrentFrame() const;
@@ -117,14 +151,17 @@ class Session {
     std::uint64_t handle;
     std::uint32_t every_n_ticks;
     std::shared_ptr<FrameSink> sink;
+    FrameEvents pending;  // Transitions of the ticks since its last frame.
   };
 
   SimTime NowLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<const Frame> MakeFrameLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckOpenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Hands the frame of the tick just stepped to the subscribers whose decimation takes it;
+  // Hands the frame of the tick just stepped, and its contact transitions, to the
+  // subscribers whose decimation takes it (the others keep the transitions for later);
   // returns the frame if one was made.
-  std::shared_ptr<const Frame> PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<const Frame> PublishLocked(absl::Span<const sim::ContactEvent> transitions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string id_;
   const SessionConfig config_;

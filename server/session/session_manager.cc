@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -32,10 +33,15 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
       .name = request.name,
       .world = {.tick_rate_hz = request.tick_rate_hz.value_or(kDefaultTickRate_hz),
                 .seed = request.seed,
-                .max_vehicles = max_vehicles},
+                .max_vehicles = max_vehicles,
+                .collision_policy = request.collision_policy,
+                .bounds = request.bounds},
       .clock_mode = request.clock_mode,
   };
   ASSIGN_OR_RETURN(sim::World world, sim::World::Create(config.world));
+  if (!request.obstacles.empty()) {
+    RETURN_IF_ERROR(PrefixField("obstacles", world.AddObstacles(request.obstacles).status()));
+  }
 
   const double tick_rate_hz = config.world.tick_rate_hz;
   std::shared_ptr<Session> session;

@@ -32,6 +32,9 @@ struct SessionRequest {
   std::uint64_t seed = 0;
   std::optional<std::uint32_t> max_vehicles;    // Default max_vehicles_per_session.
   ClockMode clock_mode = ClockMode::kLockstep;
+  sim::CollisionPolicy collision_policy = sim::CollisionPolicy::kReport;
+  std::optional<sim::WorldBounds> bounds;      // No walls when unset.
+  std::vector<sim::ObstacleSpec> obstacles;    // Placed at tick 0.
 };
 
 inline constexpr double kDefaultTickRate_hz = 50.0;
@@ -46,7 +49,8 @@ class SessionManager {
 
   const ServerLimits& limits() const { return limits_; }
 
-  // Errors: InvalidArgument naming the field ("tick_rate_hz", "max_vehicles", "name");
+  // Errors: InvalidArgument naming the field ("tick_rate_hz", "max_vehicles", "name",
+  // "bounds.max_x_m", "obstacles[2].length_m");
   // ResourceExhausted when max_sessions sessions exist.
   absl::StatusOr<std::shared_ptr<Session>> Create(const SessionRequest& request);
   // NotFound ("session_id") for an unknown id; InvalidArgument for an empty one.

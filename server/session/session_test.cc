@@ -25,10 +25,15 @@ std::unique_ptr<Session> MakeSession(std::uint32_t max_ticks_per_step = 1000) {
 // A subscriber that records what it is given.
 class RecordingSink : public FrameSink {
  public:
-  void OnFrame(std::shared_ptr<const Frame> frame) override {
+  void OnFrame(std::shared_ptr<const Frame> frame, FrameEvents events) override {
     absl::MutexLock lock(&mu_);
     ticks_.push_back(frame->time.tick);
     frames_.push_back(std::move(frame));
+    events_.push_back(std::move(events));
+  }
+  FrameEvents events(std::size_t i) const {
+    absl::MutexLock lock(&mu_);
+    return events_.at(i);
   }
   void OnSessionClosed() override {
     absl::MutexLock lock(&mu_);
@@ -51,6 +56,7 @@ class RecordingSink : public FrameSink {
   mutable absl::Mutex mu_;
   std::vector<std::uint64_t> ticks_;
   std::vector<std::shared_ptr<const Frame>> frames_;
+  std::vector<FrameEvents> events_;
   bool closed_ = false;
 };
 
@@ -62,7 +68,7 @@ TEST(Session, StepValidatesTicks) {
     EXPECT_THAT(std::string(frame.status().message()), HasSubstr("ticks")) << ticks;
   }
   EXPECT_EQ(session->Now().tick, 0u);
-  EXPECT_EQ((*session->Step(100, std::nullopt))->time.tick, 100u);
+  EXPECT_EQ(session->Step(100, std::nullopt)->frame->time.tick, 100u);
 }
 
 TEST(Session, ExpectedTickGuardsAStep) {
@@ -72,7 +78,7 @@ TEST(Session, ExpectedTickGuardsAStep) {
   EXPECT_EQ(stale.status().code(), absl::StatusCode::kAborted);
   EXPECT_THAT(std::string(stale.status().message()), HasSubstr("expected_tick"));
   EXPECT_EQ(session->Now().tick, 5u);
-  EXPECT_EQ((*session->Step(1, 5))->time.tick, 6u);
+  EXPECT_EQ(session->Step(1, 5)->frame->time.tick, 6u);
 }
 
 TEST(Session, StepReturnsTheStateAfterTheLastTick) {
@@ -83,7 +89,7 @@ TEST(Session, StepReturnsTheStateAfterTheLastTick) {
   const auto set = session->SetControls({{.id = 1, .acceleration_mps2 = 2.0}});
   ASSERT_TRUE(set.ok());
   EXPECT_EQ(set->tick, 0u);
-  const auto frame = *session->Step(25, std::nullopt);
+  const auto frame = session->Step(25, std::nullopt)->frame;
   EXPECT_EQ(frame->time.tick, 25u);
   EXPECT_EQ(frame->time.sim_time_s, 25 / 50.0);
   ASSERT_EQ(frame->vehicles.size(), 1u);
@@ -130,6 +136,78 @@ TEST(Session, CloseEndsSubscriptionsAndLaterCalls) {
   EXPECT_EQ(session->RemoveVehicle(1).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(session->Subscribe(1, sink).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(session->Close().tick, 4u);  // Idempotent.
+}
+
+// Two cars 8 m apart (body centres) closing at 1 m/s each: 0.04 m per tick, touching when
+// 8 - 0.04 t <= 4.5, t = 87.5 -> 88; passing through (REPORT) and separating once
+// 0.04 t - 8 > 4.5, t = 312.5 -> 313.
+std::unique_ptr<Session> MakeHeadOnSession() {
+  auto session = MakeSession();
+  sim::VehicleSpec west;
+  west.initial_pose = {.x_m = -4.0 - 1.35};
+  west.initial_speed_mps = 1.0;
+  sim::VehicleSpec east;
+  east.initial_pose = {.x_m = 4.0 + 1.35, .yaw_rad = sim::kPi};
+  east.initial_speed_mps = 1.0;
+  EXPECT_TRUE(session->SpawnVehicles({west, east}).ok());
+  return session;
+}
+
+std::vector<std::pair<std::uint64_t, sim::ContactPhase>> TicksAndPhases(const FrameEvents& e) {
+  std::vector<std::pair<std::uint64_t, sim::ContactPhase>> out;
+  for (const sim::ContactEvent& event : e.events) out.emplace_back(event.tick, event.phase);
+  return out;
+}
+
+TEST(Session, StepReportsTransitionsOfEveryTickAndOngoingAtTheEnd) {
+  using P = std::pair<std::uint64_t, sim::ContactPhase>;
+  auto session = MakeHeadOnSession();
+  EXPECT_THAT(TicksAndPhases(session->Step(87, std::nullopt)->events), testing::IsEmpty());
+  EXPECT_THAT(TicksAndPhases(session->Step(1, std::nullopt)->events),
+              ElementsAre(P{88, sim::ContactPhase::kBegan}));
+  EXPECT_THAT(TicksAndPhases(session->Step(10, std::nullopt)->events),
+              ElementsAre(P{98, sim::ContactPhase::kOngoing}));
+  // 98 -> 400: ends at 313, nothing in effect at the end.
+  const StepResult result = *session->Step(302, std::nullopt);
+  EXPECT_THAT(TicksAndPhases(result.events), ElementsAre(P{313, sim::ContactPhase::kEnded}));
+  EXPECT_EQ(result.events.events[0].contact.began_tick, 88u);
+  EXPECT_EQ(result.events.dropped, 0u);
+  EXPECT_TRUE(result.frame->contacts.empty());
+}
+
+// A decimated subscriber still sees every transition: those of the ticks it skipped come with
+// its next frame.
+TEST(Session, DecimatedSubscriberKeepsTransitionsOfSkippedTicks) {
+  using P = std::pair<std::uint64_t, sim::ContactPhase>;
+  auto session = MakeHeadOnSession();
+  auto every100 = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(session->Subscribe(100, every100).ok());
+  ASSERT_TRUE(session->Step(400, std::nullopt).ok());
+  EXPECT_THAT(every100->ticks(), ElementsAre(0, 100, 200, 300, 400));
+  EXPECT_THAT(TicksAndPhases(every100->events(1)), ElementsAre(P{88, sim::ContactPhase::kBegan},
+                                                               P{100, sim::ContactPhase::kOngoing}));
+  EXPECT_THAT(TicksAndPhases(every100->events(2)), ElementsAre(P{200, sim::ContactPhase::kOngoing}));
+  EXPECT_THAT(TicksAndPhases(every100->events(4)), ElementsAre(P{313, sim::ContactPhase::kEnded}));
+  // A late subscriber's first frame reports what is in effect.
+  auto late = std::make_shared<RecordingSink>();
+  auto fresh = MakeHeadOnSession();
+  ASSERT_TRUE(fresh->Step(88, std::nullopt).ok());
+  ASSERT_TRUE(fresh->Subscribe(1, late).ok());
+  ASSERT_TRUE(fresh->Step(1, std::nullopt).ok());
+  EXPECT_THAT(TicksAndPhases(late->events(0)), ElementsAre(P{88, sim::ContactPhase::kBegan}));
+  EXPECT_THAT(TicksAndPhases(late->events(1)), ElementsAre(P{89, sim::ContactPhase::kOngoing}));
+}
+
+TEST(Session, EventsBeyondTheCapAreCounted) {
+  FrameEvents into;
+  std::vector<sim::ContactEvent> batch(kMaxEventsPerFrame - 1);
+  AppendEvents(batch, into);
+  AppendEvents(std::vector<sim::ContactEvent>(5), into);
+  EXPECT_EQ(into.events.size(), kMaxEventsPerFrame);
+  EXPECT_EQ(into.dropped, 4u);
+  FinishEvents(std::vector<sim::Contact>(3), 10, into);
+  EXPECT_EQ(into.events.size(), kMaxEventsPerFrame);
+  EXPECT_EQ(into.dropped, 7u);
 }
 
 }  // namespace

@@ -139,6 +139,7 @@ void KinematicBicycleFleet::Append(VehicleId id, const VehicleSpec& resolved_spe
   yaw_rad.push_back(WrapToPi(resolved_spec.initial_pose.yaw_rad));
   speed_mps.push_back(resolved_spec.initial_speed_mps);
   acceleration_mps2.push_back(0.0);
+  crashed.push_back(0);
 }
 
 void KinematicBicycleFleet::Erase(std::size_t index) {
@@ -154,6 +155,7 @@ void KinematicBicycleFleet::Erase(std::size_t index) {
   erase(yaw_rad);
   erase(speed_mps);
   erase(acceleration_mps2);
+  erase(crashed);
 }
 
 std::ptrdiff_t KinematicBicycleFleet::Find(VehicleId id) const {
@@ -177,6 +179,7 @@ VehicleSnapshot KinematicBicycleFleet::SnapshotAt(std::size_t index) const {
       .speed_mps = speed_mps[index],
       .steering_angle_rad = inputs[index].steering_angle_rad,
       .acceleration_mps2 = acceleration_mps2[index],
+      .crashed = crashed[index] != 0,
   };
 }
 

@@ -37,7 +37,7 @@ struct KinematicBicycleInput {
 
 // The state of one kinematic bicycle.
 struct KinematicBicycleState {
-  Pose2 pose;                      // Rear-axle centre; yaw wrapped to (-pi, pi].
+  Pose2 pose = {};                 // Rear-axle centre; yaw wrapped to (-pi, pi].
   double speed_mps = 0.0;          // Signed speed along the heading, m/s.
   double acceleration_mps2 = 0.0;  // Achieved over the last tick: (v_new - v_old) / dt, m/s².
 };
@@ -74,6 +74,8 @@ struct KinematicBicycleFleet {
   std::vector<double> yaw_rad;
   std::vector<double> speed_mps;
   std::vector<double> acceleration_mps2;
+  // 1 once halted by a collision under the STOP policy: speed and controls stay 0.
+  std::vector<std::uint8_t> crashed;
 
   std::size_t size() const { return ids.size(); }
 

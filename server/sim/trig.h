@@ -62,7 +62,6 @@ inline void SinCos(double x, double* sin_out, double* cos_out) {
   }
   const double k = (x * kTwoOverPi + kRoundingShift) - kRoundingShift;
   const double r = (x - k * kHalfPiHead) - k * kHalfPiTail;
-  const double r2 = r * r;
 
   // sin r = r (1 + z P(z)) and cos r = 1 + z Q(z) with z = r^2, P and Q the Taylor
   // coefficients 1/n! with alternating signs, evaluated by Estrin's scheme (pairs, then pairs

@@ -32,6 +32,30 @@ absl::Status ResolveModel(const VehicleSpec& spec, KinematicBicycleSpec& bicycle
                       overhang_m);
 }
 
+absl::Status CheckSensors(const VehicleSpec& spec) {
+  if (spec.range_scan.has_value()) {
+    const RangeScanSpec& scan = *spec.range_scan;
+    if (scan.beam_count < 1 || scan.beam_count > kMaxScanBeams) {
+      return absl::InvalidArgumentError(absl::StrCat("range_scan.beam_count: must be in [1, ",
+                                                     kMaxScanBeams, "], got ", scan.beam_count));
+    }
+    RETURN_IF_ERROR(
+        CheckPositive("range_scan.field_of_view_rad", scan.field_of_view_rad, kTwoPi));
+    RETURN_IF_ERROR(CheckPositive("range_scan.max_range_m", scan.max_range_m, kMaxSensorRange_m));
+  }
+  if (spec.nearest_objects.has_value()) {
+    const NearestObjectsSpec& nearest = *spec.nearest_objects;
+    if (nearest.count < 1 || nearest.count > kMaxNearestObjects) {
+      return absl::InvalidArgumentError(absl::StrCat("nearest_objects.count: must be in [1, ",
+                                                     kMaxNearestObjects, "], got ",
+                                                     nearest.count));
+    }
+    RETURN_IF_ERROR(
+        CheckPositive("nearest_objects.radius_m", nearest.radius_m, kMaxSensorRange_m));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ResolveVehicleSpec(VehicleSpec& spec) {
@@ -49,6 +73,7 @@ absl::Status ResolveVehicleSpec(VehicleSpec& spec) {
   RETURN_IF_ERROR(CheckLimits(spec.limits));
   RETURN_IF_ERROR(CheckInRange("initial_speed_mps", spec.initial_speed_mps,
                                -spec.limits.max_reverse_speed_mps, spec.limits.max_speed_mps));
+  RETURN_IF_ERROR(CheckSensors(spec));
   return std::visit([&spec](auto& model) { return ResolveModel(spec, model); }, spec.model);
 }
 

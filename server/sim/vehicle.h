@@ -6,15 +6,13 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "server/sim/geometry.h"
+#include "server/sim/ids.h"
 
 namespace pitlane::sim {
-
-// Identifies a vehicle within one world. Ids start at 1 and are never reused, so a removed
-// vehicle's id stays invalid ("stale") for the life of the world. 0 is never a valid id.
-using VehicleId = std::uint64_t;
 
 // Physical limits of a vehicle. Controls beyond them are clamped, never rejected.
 struct VehicleLimits {
@@ -36,12 +34,32 @@ struct KinematicBicycleSpec {
   double wheelbase_m = 2.7;  // Axle to axle, metres, in (0, length_m].
   // Rear axle to the rear of the body, metres, in [0, length_m - wheelbase_m]. Unset: the
   // wheelbase is centred in the body, (length_m - wheelbase_m) / 2.
-  std::optional<double> rear_overhang_m;
+  std::optional<double> rear_overhang_m = {};
   BicycleIntegrator integrator = BicycleIntegrator::kSemiImplicitEuler;
 };
 
 // The closed set of vehicle models. More alternatives join as the seed models land.
 using VehicleModelSpec = std::variant<KinematicBicycleSpec>;
+
+// A planar range scanner ("2D lidar") at the centre of the body. Its beams fan out evenly
+// over the field of view, centred on the heading: from -fov/2 to +fov/2 inclusive, or, for a
+// full circle, from -pi in steps of 2 pi / beam_count.
+struct RangeScanSpec {
+  std::uint32_t beam_count = 64;       // Beams per scan, in [1, kMaxScanBeams].
+  double field_of_view_rad = 2 * kPi;  // Angle the beams span, rad, in (0, 2 pi].
+  double max_range_m = 50.0;           // Farthest return, metres, in (0, kMaxSensorRange_m].
+};
+
+// Reports the objects (vehicles and obstacles, not walls) whose centres lie nearest the
+// centre of the body, within a radius.
+struct NearestObjectsSpec {
+  std::uint32_t count = 8;  // Most objects reported, in [1, kMaxNearestObjects].
+  double radius_m = 50.0;   // Search radius around the body centre, metres, in (0, kMaxSensorRange_m].
+};
+
+inline constexpr std::uint32_t kMaxScanBeams = 4096;
+inline constexpr std::uint32_t kMaxNearestObjects = 256;
+inline constexpr double kMaxSensorRange_m = 1000.0;
 
 // What a client asks for when it spawns a vehicle. Editable and possibly invalid: pass it
 // through ResolveVehicleSpec before use.
@@ -53,6 +71,9 @@ struct VehicleSpec {
   double initial_speed_mps = 0;  // Signed speed at spawn, m/s, within the speed limits.
   VehicleLimits limits;
   VehicleModelSpec model;
+  // Sensors, off unless set: large worlds pay only for the vehicles that sense.
+  std::optional<RangeScanSpec> range_scan = {};
+  std::optional<NearestObjectsSpec> nearest_objects = {};
 };
 
 inline constexpr std::size_t kMaxNameBytes = 128;
@@ -85,6 +106,27 @@ struct VehicleInput {
   double steering_angle_rad = 0.0;  // Front-wheel angle, rad, positive turns left.
 };
 
+// One range scan. Beam i points angle_min_rad + i * angle_increment_rad from the heading.
+struct RangeScanReading {
+  double angle_min_rad = 0.0;        // First beam relative to the heading, rad.
+  double angle_increment_rad = 0.0;  // Angle between neighbouring beams, rad.
+  // Distance from the body centre along each beam to the first thing it meets, metres;
+  // +infinity when nothing lies within max_range_m.
+  std::vector<double> ranges_m;
+};
+
+// An object near a sensing vehicle, in that vehicle's frame (origin at its body centre, x
+// along its heading, y to its left).
+struct NearbyObject {
+  ObjectKind kind = ObjectKind::kVehicle;  // kVehicle or kObstacle.
+  std::uint64_t id = 0;                    // VehicleId or ObstacleId.
+  double x_m = 0.0;                        // Centre of the object ahead, metres.
+  double y_m = 0.0;                        // Centre of the object to the left, metres.
+  double distance_m = 0.0;                 // Centre to centre, metres.
+  double relative_yaw_rad = 0.0;           // Its heading minus ours, in (-pi, pi].
+  double speed_mps = 0.0;                  // Its signed speed, m/s (0 for obstacles).
+};
+
 // One vehicle at one tick, as reported to clients.
 struct VehicleSnapshot {
   VehicleId id = 0;
@@ -92,6 +134,10 @@ struct VehicleSnapshot {
   double speed_mps = 0.0;           // Signed speed along the heading, m/s.
   double steering_angle_rad = 0.0;  // Steering in effect after clamping, rad.
   double acceleration_mps2 = 0.0;   // Acceleration achieved over the last tick, m/s².
+  // Halted by a collision under the STOP policy; ignores controls until removed.
+  bool crashed = false;
+  std::optional<RangeScanReading> range_scan = {};           // When the vehicle has a scanner.
+  std::optional<std::vector<NearbyObject>> nearest_objects = {};  // Nearest first, when enabled.
 };
 
 }  // namespace pitlane::sim

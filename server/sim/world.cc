@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "server/sim/sensors.h"
 #include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
 
@@ -45,11 +46,14 @@ absl::StatusOr<World> World::Create(const WorldSpec& spec) {
   if (spec.max_vehicles < 1) {
     return absl::InvalidArgumentError("max_vehicles: must be >= 1, got 0");
   }
+  if (spec.bounds.has_value()) RETURN_IF_ERROR(PrefixField("bounds", CheckWorldBounds(*spec.bounds)));
   return World(WorldParams{
       .tick_rate_hz = spec.tick_rate_hz,
       .dt_s = 1.0 / spec.tick_rate_hz,
       .seed = spec.seed,
       .max_vehicles = spec.max_vehicles,
+      .collision_policy = spec.collision_policy,
+      .bounds = spec.bounds,
   });
 }
 
@@ -73,6 +77,7 @@ absl::StatusOr<std::vector<VehicleId>> World::Spawn(absl::Span<const VehicleSpec
                spec.model);
     ids.push_back(id);
   }
+  cell_size_stale_ = vehicle_grid_stale_ = true;
   return ids;
 }
 
@@ -82,6 +87,51 @@ absl::Status World::Remove(VehicleId id) {
     return absl::NotFoundError(absl::StrCat("vehicle_id: no vehicle ", id, " in this world"));
   }
   state_.bicycles.Erase(static_cast<std::size_t>(index));
+  cell_size_stale_ = vehicle_grid_stale_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ObstacleId>> World::AddObstacles(
+    absl::Span<const ObstacleSpec> specs) {
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    RETURN_IF_ERROR(IndexedError(i, CheckObstacleSpec(specs[i])));
+  }
+  if (state_.obstacles.size() + specs.size() > kMaxObstacles) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("obstacles: the session holds ", state_.obstacles.size(), " of at most ",
+                     kMaxObstacles, " obstacles; cannot add ", specs.size()));
+  }
+  std::vector<ObstacleId> ids;
+  ids.reserve(specs.size());
+  for (const ObstacleSpec& spec : specs) {
+    const ObstacleId id = state_.next_obstacle_id++;
+    state_.obstacles.push_back(Obstacle{
+        .id = id,
+        .spec = spec,
+        .box = ToCollisionBox(OrientedBox{
+            .center_x_m = spec.center_x_m,
+            .center_y_m = spec.center_y_m,
+            .yaw_rad = spec.yaw_rad,
+            .half_length_m = 0.5 * spec.length_m,
+            .half_width_m = 0.5 * spec.width_m,
+        }),
+    });
+    ids.push_back(id);
+  }
+  obstacle_grid_stale_ = true;
+  return ids;
+}
+
+absl::Status World::RemoveObstacle(ObstacleId id) {
+  std::vector<Obstacle>& obstacles = state_.obstacles;
+  const auto it = std::lower_bound(
+      obstacles.begin(), obstacles.end(), id,
+      [](const Obstacle& obstacle, ObstacleId wanted) { return obstacle.id < wanted; });
+  if (it == obstacles.end() || it->id != id) {
+    return absl::NotFoundError(absl::StrCat("obstacle_id: no obstacle ", id, " in this world"));
+  }
+  obstacles.erase(it);
+  obstacle_grid_stale_ = true;
   return absl::OkStatus();
 }
 
@@ -109,21 +159,98 @@ absl::Status World::SetInputs(absl::Span<const VehicleInput> inputs) {
   }
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const std::size_t index = indices[i];
+    if (fleet.crashed[index] != 0) continue;
     fleet.inputs[index] = MakeKinematicBicycleInput(
         fleet.params[index], inputs[i].acceleration_mps2, inputs[i].steering_angle_rad);
   }
   return absl::OkStatus();
 }
 
-void World::Step() {
+void World::RefreshStaticIndex() {
+  if (cell_size_stale_) {
+    const double cell_size_m = GridCellSize(state_.bicycles);
+    if (cell_size_m != scene_.cell_size_m) {
+      scene_.cell_size_m = cell_size_m;
+      obstacle_grid_stale_ = true;
+    }
+    cell_size_stale_ = false;
+  }
+  if (obstacle_grid_stale_) {
+    IndexObstacles(state_.obstacles, scene_);
+    obstacle_grid_stale_ = false;
+  }
+}
+
+void World::Crash(std::size_t index) {
+  KinematicBicycleFleet& fleet = state_.bicycles;
+  fleet.crashed[index] = 1;
+  fleet.speed_mps[index] = 0.0;
+  fleet.acceleration_mps2[index] = 0.0;
+  // Zero controls keep it where it is: the integrators move nothing at zero speed.
+  fleet.inputs[index] = MakeKinematicBicycleInput(fleet.params[index], 0.0, 0.0);
+}
+
+void World::Step(std::vector<ContactEvent>* transitions) {
+  KinematicBicycleFleet& fleet = state_.bicycles;
+  const std::size_t n = fleet.size();
+  const bool stop_on_contact = params_.collision_policy == CollisionPolicy::kStop;
   // Inputs: the held controls in state_ apply as they are; clients change them only between
   // ticks (SetInputs).
 
-  // Vehicle dynamics.
-  StepFleet(params_.dt_s, state_.bicycles);
+  // Poses at the start of the tick, to sweep vehicles against obstacles.
+  previous_poses_.clear();
+  if (!state_.obstacles.empty()) {
+    previous_poses_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      previous_poses_[i] = Pose2{fleet.x_m[i], fleet.y_m[i], fleet.yaw_rad[i]};
+    }
+  }
 
-  // Clock.
+  // Vehicle dynamics.
+  StepFleet(params_.dt_s, fleet);
+
+  // Narrow phase against obstacles first: under kStop a vehicle that hit one part-way through
+  // the tick goes back to where it hit, before it meets other vehicles.
+  RefreshStaticIndex();
+  ComputeVehicleBoxes(fleet, scene_);
+  contacts_.clear();
+  early_contacts_.clear();
+  CollideWithObstacles(fleet, previous_poses_, state_.obstacles, scene_, contacts_,
+                       early_contacts_);
+  if (stop_on_contact) {
+    for (const EarlyContact& early : early_contacts_) {
+      const std::uint32_t i = early.vehicle_index;
+      fleet.x_m[i] = early.pose.x_m;
+      fleet.y_m[i] = early.pose.y_m;
+      fleet.yaw_rad[i] = WrapToPi(early.pose.yaw_rad);
+      scene_.vehicle_boxes[i] = VehicleBox(fleet, i);
+      scene_.vehicle_bounds[i] = BoundingBox(scene_.vehicle_boxes[i]);
+    }
+  }
+
+  // Broad and narrow phase between vehicles, then the walls.
+  scene_.vehicle_grid.Build(scene_.cell_size_m, scene_.vehicle_bounds);
+  vehicle_grid_stale_ = false;
+  CollideVehicles(fleet, scene_, contacts_);
+  if (params_.bounds.has_value()) CollideWithWalls(fleet, *params_.bounds, scene_, contacts_);
+  SortContacts(contacts_);
+
+  // Collision response.
+  if (stop_on_contact) {
+    for (const Contact& contact : contacts_) {
+      Crash(static_cast<std::size_t>(fleet.Find(contact.pair.vehicle)));
+      if (contact.pair.other_kind == ObjectKind::kVehicle) {
+        Crash(static_cast<std::size_t>(fleet.Find(contact.pair.other_id)));
+      }
+    }
+  }
+
+  // Events, and the clock.
   ++state_.tick;
+  transitions_.clear();
+  DiffContacts(state_.contacts, state_.tick, absl::MakeSpan(contacts_),
+               transitions != nullptr ? *transitions : transitions_);
+  state_.contacts.swap(contacts_);
 }
 
 std::vector<VehicleSnapshot> World::Snapshot() const {
@@ -131,6 +258,31 @@ std::vector<VehicleSnapshot> World::Snapshot() const {
   std::vector<VehicleSnapshot> vehicles;
   vehicles.reserve(fleet.size());
   for (std::size_t i = 0; i < fleet.size(); ++i) vehicles.push_back(fleet.SnapshotAt(i));
+
+  // Sensors, for the vehicles that carry them, from the grids of the current state (rebuilt
+  // here if vehicles or obstacles changed since the last step).
+  std::optional<CollisionScene> rebuilt;
+  const CollisionScene* scene = &scene_;
+  for (std::size_t i = 0; i < fleet.size(); ++i) {
+    const VehicleSpec& spec = fleet.specs[i];
+    if (!spec.range_scan.has_value() && !spec.nearest_objects.has_value()) continue;
+    if (scene == &scene_ && (cell_size_stale_ || vehicle_grid_stale_ || obstacle_grid_stale_)) {
+      rebuilt.emplace();
+      rebuilt->cell_size_m = GridCellSize(fleet);
+      IndexVehicles(fleet, *rebuilt);
+      IndexObstacles(state_.obstacles, *rebuilt);
+      scene = &*rebuilt;
+    }
+    const auto self = static_cast<std::uint32_t>(i);
+    if (spec.range_scan.has_value()) {
+      vehicles[i].range_scan =
+          ScanRange(*spec.range_scan, self, *scene, state_.obstacles, params_.bounds);
+    }
+    if (spec.nearest_objects.has_value()) {
+      vehicles[i].nearest_objects =
+          FindNearestObjects(*spec.nearest_objects, self, fleet, *scene, state_.obstacles);
+    }
+  }
   return vehicles;
 }
 
@@ -159,6 +311,21 @@ std::uint64_t World::StateHash() const {
   hash.AddColumn(fleet.yaw_rad);
   hash.AddColumn(fleet.speed_mps);
   hash.AddColumn(fleet.acceleration_mps2);
+  hash.AddColumn(fleet.crashed);
+  hash.Add(&state_.next_obstacle_id, sizeof(state_.next_obstacle_id));
+  for (const Obstacle& obstacle : state_.obstacles) {
+    hash.Add(&obstacle.id, sizeof(obstacle.id));
+    hash.Add(&obstacle.box, sizeof(obstacle.box));
+  }
+  for (const Contact& contact : state_.contacts) {
+    hash.Add(&contact.pair.vehicle, sizeof(contact.pair.vehicle));
+    hash.Add(&contact.pair.other_kind, sizeof(contact.pair.other_kind));
+    hash.Add(&contact.pair.other_id, sizeof(contact.pair.other_id));
+    hash.Add(&contact.normal_x, sizeof(double));
+    hash.Add(&contact.normal_y, sizeof(double));
+    hash.Add(&contact.depth_m, sizeof(double));
+    hash.Add(&contact.began_tick, sizeof(contact.began_tick));
+  }
   return hash.value();
 }
 

@@ -6,23 +6,38 @@
 #define PITLANE_SERVER_SIM_WORLD_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "server/sim/collision_stage.h"
+#include "server/sim/contacts.h"
 #include "server/sim/kinematic_bicycle.h"
+#include "server/sim/obstacle.h"
 #include "server/sim/vehicle.h"
 
 namespace pitlane::sim {
 
 inline constexpr double kMaxTickRate_hz = 10000.0;
 
+// What a world does when a vehicle touches something.
+enum class CollisionPolicy {
+  kReport,  // Contacts are reported; vehicles drive on through each other (seed 000).
+  kStop,    // A vehicle in contact halts, is marked crashed, and ignores controls after.
+};
+
+// Most static obstacles a world may hold.
+inline constexpr std::size_t kMaxObstacles = 1'000'000;
+
 // What a client asks for when it creates a world. Possibly invalid.
 struct WorldSpec {
   double tick_rate_hz = 50.0;      // Ticks per simulated second, Hz, in (0, 10000].
   std::uint64_t seed = 0;          // Seed of every random choice the world makes.
   std::uint32_t max_vehicles = 1;  // Most vehicles alive at once, >= 1.
+  CollisionPolicy collision_policy = CollisionPolicy::kReport;
+  std::optional<WorldBounds> bounds = {};  // Walls around the world; none when unset.
 };
 
 // Validated, immutable parameters of a world.
@@ -31,13 +46,18 @@ struct WorldParams {
   double dt_s = 0.02;          // Seconds per tick: 1 / tick_rate_hz.
   std::uint64_t seed = 0;
   std::uint32_t max_vehicles = 1;
+  CollisionPolicy collision_policy = CollisionPolicy::kReport;
+  std::optional<WorldBounds> bounds = {};
 };
 
 // The state of a world: everything that changes as it runs.
 struct WorldState {
   std::uint64_t tick = 0;  // Ticks stepped since creation.
   VehicleId next_vehicle_id = 1;
+  ObstacleId next_obstacle_id = 1;
   KinematicBicycleFleet bicycles;
+  std::vector<Obstacle> obstacles;  // By ascending id.
+  std::vector<Contact> contacts;    // In effect at `tick`, by pair.
 };
 
 // A vehicle and the spec it was spawned with (defaults filled in).
@@ -48,7 +68,8 @@ struct VehicleDescription {
 
 class World {
  public:
-  // Validates `spec`. InvalidArgument names the field ("tick_rate_hz", "max_vehicles").
+  // Validates `spec`. InvalidArgument names the field ("tick_rate_hz", "max_vehicles",
+  // "bounds.max_x_m").
   static absl::StatusOr<World> Create(const WorldSpec& spec);
 
   const WorldParams& params() const { return params_; }
@@ -63,20 +84,33 @@ class World {
   // ResourceExhausted if the world would exceed max_vehicles.
   absl::StatusOr<std::vector<VehicleId>> Spawn(absl::Span<const VehicleSpec> specs);
 
-  // Removes a vehicle. NotFound if `id` is not alive (never spawned, or removed).
+  // Removes a vehicle. NotFound if `id` is not alive (never spawned, or removed). Its
+  // contacts end at the next step.
   absl::Status Remove(VehicleId id);
 
+  // Adds every obstacle of `specs`, or none; returns their ids in order. InvalidArgument
+  // naming "[i].<field>" for the first invalid spec; ResourceExhausted beyond kMaxObstacles.
+  absl::StatusOr<std::vector<ObstacleId>> AddObstacles(absl::Span<const ObstacleSpec> specs);
+  // Removes an obstacle. NotFound if `id` is not present. Its contacts end at the next step.
+  absl::Status RemoveObstacle(ObstacleId id);
+  const std::vector<Obstacle>& obstacles() const { return state_.obstacles; }
+  // The contacts in effect at the current tick, by pair.
+  const std::vector<Contact>& contacts() const { return state_.contacts; }
+
   // Replaces the held controls of the vehicles named in `inputs`, or of none. Values are
-  // clamped to each vehicle's limits. Errors, naming "[i].<field>" of the first bad entry:
+  // clamped to each vehicle's limits. A crashed vehicle accepts and ignores them. Errors,
+  // naming "[i].<field>" of the first bad entry:
   // InvalidArgument for a non-finite value or a vehicle named twice; NotFound for an id that
   // is not alive.
   absl::Status SetInputs(absl::Span<const VehicleInput> inputs);
 
-  // Advances the world by one tick: vehicle dynamics for every vehicle with its held input.
-  // Never fails.
-  void Step();
+  // Advances the world by one tick, in stages: vehicle dynamics with the held inputs, the
+  // collision stage (see collision_stage.h), the response the policy asks for, and contact
+  // events. Appends to `transitions` (if not null) the tick's kBegan and kEnded events in
+  // pair order. Never fails.
+  void Step(std::vector<ContactEvent>* transitions = nullptr);
 
-  // Every vehicle alive, by ascending id.
+  // Every vehicle alive, by ascending id, with the readings of the sensors it carries.
   std::vector<VehicleSnapshot> Snapshot() const;
   std::vector<VehicleDescription> DescribeVehicles() const;
 
@@ -87,8 +121,24 @@ class World {
  private:
   explicit World(const WorldParams& params) : params_(params) {}
 
+  // Brings scene_'s cell size and obstacle grid up to date with the state.
+  void RefreshStaticIndex();
+  // Halts the vehicle at fleet index `index` for good (policy kStop).
+  void Crash(std::size_t index);
+
   WorldParams params_;
   WorldState state_;
+
+  // Derived from state_; see CollisionScene. The flags say which parts are out of date.
+  CollisionScene scene_;
+  bool cell_size_stale_ = true;       // Vehicles spawned or removed since it was chosen.
+  bool vehicle_grid_stale_ = true;    // Vehicles changed since the last step.
+  bool obstacle_grid_stale_ = true;   // Obstacles or the cell size changed.
+  // Scratch memory of the step.
+  std::vector<Pose2> previous_poses_;
+  std::vector<Contact> contacts_;
+  std::vector<EarlyContact> early_contacts_;
+  std::vector<ContactEvent> transitions_;
 };
 
 }  // namespace pitlane::sim

@@ -32,7 +32,32 @@ _INTEGRATORS = {
     "exact_arc": pb.BICYCLE_INTEGRATOR_EXACT_ARC,
 }
 
+_COLLISION_POLICIES = {
+    "report": pb.COLLISION_POLICY_REPORT,
+    "stop": pb.COLLISION_POLICY_STOP,
+}
+
 Controls = Union[Mapping[int, tuple[float, float]], Iterable[pb.VehicleControl]]
+
+
+def obstacle_spec(
+    *,
+    center_x_m: float,
+    center_y_m: float,
+    length_m: float,
+    width_m: float,
+    yaw_rad: float = 0.0,
+    name: str = "",
+) -> pb.ObstacleSpec:
+    """Builds a static box obstacle: centre, size (metres) and heading (rad)."""
+    return pb.ObstacleSpec(
+        name=name,
+        center_x_m=center_x_m,
+        center_y_m=center_y_m,
+        yaw_rad=yaw_rad,
+        length_m=length_m,
+        width_m=width_m,
+    )
 
 
 def vehicle_spec(
@@ -47,6 +72,8 @@ def vehicle_spec(
     integrator: str = "semi_implicit_euler",
     limits: Optional[Mapping[str, float]] = None,
     name: str = "",
+    range_scan: Optional[Mapping[str, float]] = None,
+    nearest_objects: Optional[Mapping[str, float]] = None,
 ) -> pb.VehicleSpec:
     """Builds a kinematic-bicycle VehicleSpec.
 
@@ -63,6 +90,13 @@ def vehicle_spec(
         limits: VehicleLimits fields by name, e.g.
             {"max_speed_mps": 10.0}; missing fields take server defaults.
         name: Human-readable label.
+        range_scan: Gives the vehicle a range scanner: RangeScanSpec fields
+            by name, e.g. {"beam_count": 181, "field_of_view_rad": 3.14,
+            "max_range_m": 30.0}; {} takes the defaults (64 beams all
+            around, 50 m). None: no scanner.
+        nearest_objects: Reports the nearest objects: NearestObjectsSpec
+            fields by name, e.g. {"count": 4, "radius_m": 20.0}; {} takes
+            the defaults (8 within 50 m). None: off.
 
     Returns:
         The VehicleSpec message.
@@ -89,6 +123,10 @@ def vehicle_spec(
         spec.width_m = width_m
     if wheelbase_m is not None:
         spec.kinematic_bicycle.wheelbase_m = wheelbase_m
+    if range_scan is not None:
+        spec.range_scan.CopyFrom(pb.RangeScanSpec(**range_scan))
+    if nearest_objects is not None:
+        spec.nearest_objects.CopyFrom(pb.NearestObjectsSpec(**nearest_objects))
     return spec
 
 
@@ -133,6 +171,9 @@ class Client:
         tick_rate_hz: Optional[float] = None,
         seed: int = 0,
         max_vehicles: Optional[int] = None,
+        collision_policy: str = "report",
+        bounds: Optional[tuple[float, float, float, float]] = None,
+        obstacles: Sequence[pb.ObstacleSpec] = (),
     ) -> pb.SessionInfo:
         """Creates a lockstep session.
 
@@ -142,11 +183,36 @@ class Client:
                 default (50).
             seed: Seed for the session's random choices.
             max_vehicles: Vehicle cap; None: the server's limit.
+            collision_policy: "report" (vehicles drive through each other;
+                contacts are reported) or "stop" (a vehicle in contact
+                halts and is marked crashed).
+            bounds: (min_x_m, min_y_m, max_x_m, max_y_m): walls around the
+                world; None: no walls.
+            obstacles: Static obstacles placed at tick 0 (see
+                ``obstacle_spec``).
 
         Returns:
             The new SessionInfo (tick 0, no vehicles, defaults filled in).
+
+        Raises:
+            ValueError: Unknown collision policy name.
         """
-        config = pb.SessionConfig(name=name, seed=seed)
+        if collision_policy not in _COLLISION_POLICIES:
+            raise ValueError(
+                f"collision_policy must be one of {sorted(_COLLISION_POLICIES)}, "
+                f"got {collision_policy!r}"
+            )
+        config = pb.SessionConfig(
+            name=name,
+            seed=seed,
+            collision_policy=_COLLISION_POLICIES[collision_policy],
+            obstacles=obstacles,
+        )
+        if bounds is not None:
+            min_x, min_y, max_x, max_y = bounds
+            config.bounds.CopyFrom(
+                pb.WorldBounds(min_x_m=min_x, min_y_m=min_y, max_x_m=max_x, max_y_m=max_y)
+            )
         if tick_rate_hz is not None:
             config.tick_rate_hz = tick_rate_hz
         if max_vehicles is not None:
@@ -213,6 +279,32 @@ class Client:
             timeout=self.timeout_s,
         ).time
 
+    # Obstacles --------------------------------------------------------------
+
+    def add_obstacle(self, session_id: str, **spec_fields) -> int:
+        """Adds one static box (keyword arguments of ``obstacle_spec``); returns its id."""
+        return self.add_obstacles(session_id, [obstacle_spec(**spec_fields)])[0]
+
+    def add_obstacles(
+        self, session_id: str, specs: Sequence[pb.ObstacleSpec]
+    ) -> list[int]:
+        """Adds many static boxes, all or none; returns their ids in order."""
+        return list(
+            self.stub.AddObstacle(
+                pb.AddObstacleRequest(session_id=session_id, obstacles=specs),
+                timeout=self.timeout_s,
+            ).obstacle_ids
+        )
+
+    def remove_obstacle(self, session_id: str, obstacle_id: int) -> pb.SimTime:
+        """Removes an obstacle; returns the session clock."""
+        return self.stub.RemoveObstacle(
+            pb.RemoveObstacleRequest(
+                session_id=session_id, obstacle_id=obstacle_id
+            ),
+            timeout=self.timeout_s,
+        ).time
+
     # Controls and stepping --------------------------------------------------
 
     def set_controls(
@@ -250,16 +342,33 @@ class Client:
     ) -> pb.WorldState:
         """Advances the session by ``ticks`` ticks; returns the final state.
 
+        The state's ``contacts`` lists the contacts in effect; for the
+        contact events of every tick stepped, use ``step_with_events``.
+
         Args:
             session_id: The session.
             ticks: Ticks to advance (each 1 / tick_rate_hz seconds).
             expected_tick: If given, the server steps only if the session is
                 at this tick now, else fails with ABORTED.
         """
+        return self.step_with_events(
+            session_id, ticks, expected_tick=expected_tick
+        ).state
+
+    def step_with_events(
+        self,
+        session_id: str,
+        ticks: int = 1,
+        *,
+        expected_tick: Optional[int] = None,
+    ) -> pb.StepResponse:
+        """Like ``step``, but returns the whole response: ``state``, and
+        ``events``: the BEGAN and ENDED contact events of every tick stepped,
+        then ONGOING for the contacts still in effect (see the proto)."""
         request = pb.StepRequest(session_id=session_id, ticks=ticks)
         if expected_tick is not None:
             request.expected_tick = expected_tick
-        return self.stub.Step(request, timeout=self.timeout_s).state
+        return self.stub.Step(request, timeout=self.timeout_s)
 
     def get_state(self, session_id: str) -> pb.WorldState:
         """Returns the current world state without advancing time."""

@@ -1,0 +1,91 @@
+// The collision stage of a world's step: body boxes, broad phase, narrow phase, and the
+// index that sensors query afterwards.
+//
+// Vehicles against vehicles are tested at the poses the step ends with. Vehicles against
+// static obstacles are swept: a vehicle that moved more than half its smaller side in the
+// tick is tested at evenly spaced poses along its motion (at most half that side apart, up
+// to kMaxSweepSamples of them), and the first pose that touches is the contact. So a vehicle
+// cannot pass through an obstacle however thin, up to kMaxSweepSamples half-sides per tick
+// (over 200 m per tick for a car). Boundary walls are half planes and cannot be crossed at
+// all. Two vehicles can pass through each other only if they close by more than the sum of
+// their lengths in one tick (450 m/s at 50 Hz for two cars).
+#ifndef PITLANE_SERVER_SIM_COLLISION_STAGE_H_
+#define PITLANE_SERVER_SIM_COLLISION_STAGE_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "server/sim/collision.h"
+#include "server/sim/contacts.h"
+#include "server/sim/geometry.h"
+#include "server/sim/kinematic_bicycle.h"
+#include "server/sim/obstacle.h"
+#include "server/sim/spatial_grid.h"
+
+namespace pitlane::sim {
+
+inline constexpr int kMaxSweepSamples = 256;
+
+// Collision data derived from a world's state: every field can be recomputed from the
+// state, so it is neither hashed nor compared. Kept between steps so that the memory is
+// reused and sensors can query the grids of the last step.
+struct CollisionScene {
+  double cell_size_m = 5.0;                 // Side of a grid cell, metres.
+  std::vector<CollisionBox> vehicle_boxes;  // One per vehicle, in fleet order.
+  std::vector<Aabb> vehicle_bounds;         // BoundingBox of each vehicle box.
+  SpatialHashGrid vehicle_grid;             // Over vehicle_bounds.
+  SpatialHashGrid obstacle_grid;            // Over the obstacles' bounds, same cell size.
+  // Scratch memory of the stage.
+  std::vector<Aabb> obstacle_bounds;
+  std::vector<IndexPair> pairs;
+  std::vector<std::uint32_t> candidates;
+};
+
+// The grid cell size for a fleet: the mean body length (near which the grid does least work
+// per vehicle, see docs/benchmarks.md), or 5 m for an empty fleet.
+double GridCellSize(const KinematicBicycleFleet& fleet);
+
+// The body box of vehicle `index` at its current pose.
+CollisionBox VehicleBox(const KinematicBicycleFleet& fleet, std::size_t index);
+// The body box of a vehicle with body `body` whose reference point is at `pose`.
+CollisionBox VehicleBoxAt(const BodyParams& body, const Pose2& pose);
+
+// Computes every vehicle's box and bounds (vehicle_boxes, vehicle_bounds).
+void ComputeVehicleBoxes(const KinematicBicycleFleet& fleet, CollisionScene& scene);
+// ComputeVehicleBoxes, then rebuilds the vehicle grid with the scene's cell size.
+void IndexVehicles(const KinematicBicycleFleet& fleet, CollisionScene& scene);
+// Rebuilds the obstacle grid with the scene's cell size.
+void IndexObstacles(absl::Span<const Obstacle> obstacles, CollisionScene& scene);
+
+// A vehicle whose sweep found an obstacle before the end of its motion.
+struct EarlyContact {
+  std::uint32_t vehicle_index = 0;
+  Pose2 pose;  // Reference pose at the first touching sample.
+};
+
+// Appends the contacts of every vehicle with the obstacles, sweeping vehicles that moved from
+// `previous_poses` (fleet order; empty means none moved far). Uses vehicle_boxes/bounds and
+// the obstacle grid; returns in `early` the vehicles whose first contact came before the end
+// of their motion. Contacts are appended in vehicle order, then obstacle id order.
+void CollideWithObstacles(const KinematicBicycleFleet& fleet,
+                          absl::Span<const Pose2> previous_poses,
+                          absl::Span<const Obstacle> obstacles, CollisionScene& scene,
+                          std::vector<Contact>& contacts, std::vector<EarlyContact>& early);
+
+// Appends the contacts between vehicles (from the vehicle grid and boxes). Returns the number
+// of same-cell pairs the broad phase examined.
+std::size_t CollideVehicles(const KinematicBicycleFleet& fleet, CollisionScene& scene,
+                            std::vector<Contact>& contacts);
+
+// Appends the contacts of every vehicle with the boundary walls.
+void CollideWithWalls(const KinematicBicycleFleet& fleet, const WorldBounds& bounds,
+                      const CollisionScene& scene, std::vector<Contact>& contacts);
+
+// Sorts contacts by pair: the order in which they are reported.
+void SortContacts(std::vector<Contact>& contacts);
+
+}  // namespace pitlane::sim
+
+#endif  // PITLANE_SERVER_SIM_COLLISION_STAGE_H_
