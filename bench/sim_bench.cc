@@ -34,6 +34,24 @@ World MakeWorld(std::int64_t n, BicycleIntegrator integrator) {
   return world;
 }
 
+// Vehicle dynamics alone: the fleet's integrator loop, as World::Step runs it first.
+void BM_Dynamics(benchmark::State& state, BicycleIntegrator integrator) {
+  const std::int64_t n = state.range(0);
+  const World world = MakeWorld(n, integrator);
+  KinematicBicycleFleet fleet = world.state().bicycles;
+  const double dt_s = world.params().dt_s;
+  for (auto _ : state) {
+    StepFleet(dt_s, fleet);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+  state.counters["per_vehicle_step"] = benchmark::Counter(
+      static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
+                                  benchmark::Counter::kInvert);
+}
+
+// The whole step: dynamics, then the collision stage (the cars are 10 m apart on a lattice,
+// so they never touch; collision_bench measures crowded scenes).
 void BM_WorldStep(benchmark::State& state, BicycleIntegrator integrator) {
   const std::int64_t n = state.range(0);
   World world = MakeWorld(n, integrator);
@@ -47,6 +65,10 @@ void BM_WorldStep(benchmark::State& state, BicycleIntegrator integrator) {
                                   benchmark::Counter::kInvert);
 }
 
+BENCHMARK_CAPTURE(BM_Dynamics, semi_implicit_euler, BicycleIntegrator::kSemiImplicitEuler)
+    ->Arg(1)->Arg(1000)->Arg(100000);
+BENCHMARK_CAPTURE(BM_Dynamics, exact_arc, BicycleIntegrator::kExactArc)
+    ->Arg(1)->Arg(1000)->Arg(100000);
 BENCHMARK_CAPTURE(BM_WorldStep, semi_implicit_euler, BicycleIntegrator::kSemiImplicitEuler)
     ->Arg(1)->Arg(1000)->Arg(100000);
 BENCHMARK_CAPTURE(BM_WorldStep, exact_arc, BicycleIntegrator::kExactArc)

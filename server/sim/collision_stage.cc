@@ -1,7 +1,11 @@
 #include "server/sim/collision_stage.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
+#include <iterator>
+#include <utility>
 
 #include "server/sim/trig.h"
 
@@ -34,27 +38,65 @@ Pose2 Interpolate(const Pose2& from, const Pose2& to, double s) {
 // How many poses to test along a vehicle's motion in one tick: enough that neighbouring
 // samples are at most half the body's smaller side apart (so their boxes overlap and no
 // obstacle fits between them), at least 1 (the end pose alone).
-int SweepSamples(const BodyParams& body, const CollisionBox& from, const CollisionBox& to,
-                 double turn_rad) {
-  // No point of the body moves farther than the centre does plus the turn times the half
-  // diagonal.
-  const double half_diagonal_m =
+int SweepSamples(const BodyParams& body, const Pose2& from, const Pose2& to) {
+  // No point of the body moves farther than the reference point does plus the turn times the
+  // farthest a body point lies from it (at most |centre offset| + half diagonal).
+  const double reach_m =
+      std::abs(body.center_offset_m) +
       0.5 * std::sqrt(body.length_m * body.length_m + body.width_m * body.width_m);
-  const double dx_m = to.center_x_m - from.center_x_m;
-  const double dy_m = to.center_y_m - from.center_y_m;
-  const double travel_m = std::sqrt(dx_m * dx_m + dy_m * dy_m) + std::abs(turn_rad) * half_diagonal_m;
+  const double dx_m = to.x_m - from.x_m;
+  const double dy_m = to.y_m - from.y_m;
+  const double travel_m = std::sqrt(dx_m * dx_m + dy_m * dy_m) +
+                          std::abs(WrapToPi(to.yaw_rad - from.yaw_rad)) * reach_m;
   const double spacing_m = 0.5 * std::min(body.length_m, body.width_m);
   if (!(travel_m > spacing_m)) return 1;
   return static_cast<int>(std::min<double>(std::ceil(travel_m / spacing_m), kMaxSweepSamples));
+}
+
+// Sorts pairs by (first, second), so that the narrow phase reads the first box of each pair
+// in memory order and its contacts come out in pair order. An LSD radix sort (11-bit digits)
+// of first * 2^b + second, with 2^b above every index.
+void SortPairs(std::size_t object_count, std::vector<IndexPair>& pairs,
+               std::vector<IndexPair>& scratch) {
+  constexpr int kDigitBits = 11;
+  constexpr std::uint64_t kDigitMask = (std::uint64_t{1} << kDigitBits) - 1;
+  if (pairs.size() < 256) {  // A radix pass costs its 2048 counters whatever the count.
+    std::sort(pairs.begin(), pairs.end());
+    return;
+  }
+  const int index_bits = std::bit_width(object_count);
+  const auto key = [index_bits](const IndexPair& pair) {
+    return (std::uint64_t{pair.first} << index_bits) | pair.second;
+  };
+  scratch.resize(pairs.size());
+  for (int shift = 0; shift < 2 * index_bits; shift += kDigitBits) {
+    std::array<std::uint32_t, kDigitMask + 1> offsets{};
+    for (const IndexPair& pair : pairs) ++offsets[(key(pair) >> shift) & kDigitMask];
+    std::uint32_t running = 0;
+    for (std::uint32_t& offset : offsets) running += std::exchange(offset, running);
+    for (const IndexPair& pair : pairs) scratch[offsets[(key(pair) >> shift) & kDigitMask]++] = pair;
+    pairs.swap(scratch);
+  }
 }
 
 }  // namespace
 
 double GridCellSize(const KinematicBicycleFleet& fleet) {
   if (fleet.size() == 0) return kDefaultCellSize_m;
+  const auto diagonal = [](const BodyParams& body) {
+    return std::sqrt(body.length_m * body.length_m + body.width_m * body.width_m);
+  };
   double total_m = 0.0;
-  for (const BodyParams& body : fleet.bodies) total_m += body.length_m;
-  return std::clamp(total_m / static_cast<double>(fleet.size()), kMinCellSize_m, kMaxCellSize_m);
+  for (const BodyParams& body : fleet.bodies) total_m += diagonal(body);
+  const double cap_m = 4.0 * total_m / static_cast<double>(fleet.size());
+  double widest_m = 0.0;
+  for (const BodyParams& body : fleet.bodies) {
+    const double d = diagonal(body);
+    if (d <= cap_m) widest_m = std::max(widest_m, d);
+  }
+  // Room for the bounding boxes' tolerance margin and for rounding.
+  const double cell_m = widest_m * (1.0 + 1e-9) + 4.0 * kContactTolerance_m;
+  return std::clamp(cell_m, kMinCellSize_m, kMaxCellSize_m);
 }
 
 CollisionBox VehicleBoxAt(const BodyParams& body, const Pose2& pose) {
@@ -72,8 +114,18 @@ CollisionBox VehicleBoxAt(const BodyParams& body, const Pose2& pose) {
 }
 
 CollisionBox VehicleBox(const KinematicBicycleFleet& fleet, std::size_t index) {
-  return VehicleBoxAt(fleet.bodies[index],
-                      Pose2{fleet.x_m[index], fleet.y_m[index], fleet.yaw_rad[index]});
+  // As VehicleBoxAt, with the fleet's cos and sin of the yaw (the same SinCos values).
+  const BodyParams& body = fleet.bodies[index];
+  const double cos_yaw = fleet.cos_yaw[index];
+  const double sin_yaw = fleet.sin_yaw[index];
+  return CollisionBox{
+      .center_x_m = fleet.x_m[index] + body.center_offset_m * cos_yaw,
+      .center_y_m = fleet.y_m[index] + body.center_offset_m * sin_yaw,
+      .axis_x = cos_yaw,
+      .axis_y = sin_yaw,
+      .half_length_m = 0.5 * body.length_m,
+      .half_width_m = 0.5 * body.width_m,
+  };
 }
 
 void ComputeVehicleBoxes(const KinematicBicycleFleet& fleet, CollisionScene& scene) {
@@ -103,24 +155,32 @@ void CollideWithObstacles(const KinematicBicycleFleet& fleet,
                           absl::Span<const Pose2> previous_poses,
                           absl::Span<const Obstacle> obstacles, CollisionScene& scene,
                           std::vector<Contact>& contacts, std::vector<EarlyContact>& early) {
+  scene.left_to_obstacles.assign(fleet.size(), 0);
   if (obstacles.empty()) return;
+  // With fewer obstacles than vehicles, the vehicles that need no sweep are found from the
+  // obstacles' side later (CollideObstaclesWithVehicles): far fewer grid queries.
+  const bool by_obstacle = obstacles.size() <= fleet.size();
   const SpatialHashGrid& grid = scene.obstacle_grid;
   for (std::uint32_t i = 0; i < fleet.size(); ++i) {
     const CollisionBox& end_box = scene.vehicle_boxes[i];
     const Pose2 end_pose{fleet.x_m[i], fleet.y_m[i], fleet.yaw_rad[i]};
-    int samples = 1;
+    const int samples = previous_poses.empty()
+                            ? 1
+                            : SweepSamples(fleet.bodies[i], previous_poses[i], end_pose);
+    if (by_obstacle && samples == 1 &&
+        CenterGrid::Fits(scene.vehicle_bounds[i], scene.cell_size_m)) {
+      scene.left_to_obstacles[i] = 1;
+      continue;
+    }
     Aabb query = scene.vehicle_bounds[i];
-    CollisionBox start_box;
-    if (!previous_poses.empty()) {
-      start_box = VehicleBoxAt(fleet.bodies[i], previous_poses[i]);
-      samples = SweepSamples(fleet.bodies[i], start_box, end_box,
-                             WrapToPi(end_pose.yaw_rad - previous_poses[i].yaw_rad));
-      if (samples > 1) query = Union(query, BoundingBox(start_box));
+    if (samples > 1) {
+      query = Union(query, BoundingBox(VehicleBoxAt(fleet.bodies[i], previous_poses[i])));
     }
 
     scene.candidates.clear();
     grid.Query(query, [&](std::uint32_t k) { scene.candidates.push_back(k); });
     if (scene.candidates.empty()) continue;
+    std::sort(scene.candidates.begin(), scene.candidates.end());  // Obstacle id order.
 
     // The first sample (in time) that touches anything decides; every obstacle it touches
     // is a contact.
@@ -146,10 +206,35 @@ void CollideWithObstacles(const KinematicBicycleFleet& fleet,
   }
 }
 
+void CollideObstaclesWithVehicles(const KinematicBicycleFleet& fleet,
+                                  absl::Span<const Obstacle> obstacles,
+                                  const CollisionScene& scene, std::vector<Contact>& contacts) {
+  const std::size_t run_start = contacts.size();
+  // A vehicle whose box overlaps an obstacle's bounds has its centre within half a cell of
+  // them (it fits in a cell); a little more for rounding.
+  const double margin_m = 0.5 * scene.cell_size_m * (1.0 + 1e-9) + kContactTolerance_m;
+  for (std::size_t k = 0; k < obstacles.size(); ++k) {
+    const Aabb& bounds = scene.obstacle_bounds[k];
+    const Aabb area{bounds.min_x_m - margin_m, bounds.min_y_m - margin_m,
+                    bounds.max_x_m + margin_m, bounds.max_y_m + margin_m};
+    scene.vehicle_grid.ForEachCenterIn(area, [&](std::uint32_t i) {
+      if (scene.left_to_obstacles[i] == 0) return;
+      const BoxContact contact = CollideBoxes(scene.vehicle_boxes[i], obstacles[k].box);
+      if (contact.touching) {
+        contacts.push_back(
+            MakeContact(fleet.ids[i], ObjectKind::kObstacle, obstacles[k].id, contact));
+      }
+    });
+  }
+  std::sort(contacts.begin() + run_start, contacts.end(),
+            [](const Contact& a, const Contact& b) { return a.pair < b.pair; });
+}
+
 std::size_t CollideVehicles(const KinematicBicycleFleet& fleet, CollisionScene& scene,
                             std::vector<Contact>& contacts) {
   scene.pairs.clear();
   const std::size_t examined = scene.vehicle_grid.FindOverlappingPairs(scene.pairs);
+  SortPairs(fleet.size(), scene.pairs, scene.pair_scratch);
   for (const auto& [first, second] : scene.pairs) {
     const BoxContact contact =
         CollideBoxes(scene.vehicle_boxes[first], scene.vehicle_boxes[second]);
@@ -187,9 +272,19 @@ void CollideWithWalls(const KinematicBicycleFleet& fleet, const WorldBounds& bou
   }
 }
 
-void SortContacts(std::vector<Contact>& contacts) {
-  std::sort(contacts.begin(), contacts.end(),
-            [](const Contact& a, const Contact& b) { return a.pair < b.pair; });
+void MergeContactRuns(absl::Span<const std::size_t> run_ends, std::vector<Contact>& contacts,
+                      std::vector<Contact>& scratch) {
+  const auto by_pair = [](const Contact& a, const Contact& b) { return a.pair < b.pair; };
+  std::size_t merged_end = 0;  // [0, merged_end) is sorted.
+  for (const std::size_t run_end : run_ends) {
+    if (merged_end > 0 && run_end > merged_end) {
+      scratch.clear();
+      std::merge(contacts.begin(), contacts.begin() + merged_end, contacts.begin() + merged_end,
+                 contacts.begin() + run_end, std::back_inserter(scratch), by_pair);
+      std::copy(scratch.begin(), scratch.end(), contacts.begin());
+    }
+    merged_end = run_end;
+  }
 }
 
 }  // namespace pitlane::sim

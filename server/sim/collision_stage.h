@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "server/sim/center_grid.h"
 #include "server/sim/collision.h"
 #include "server/sim/contacts.h"
 #include "server/sim/geometry.h"
@@ -35,16 +36,21 @@ struct CollisionScene {
   double cell_size_m = 5.0;                 // Side of a grid cell, metres.
   std::vector<CollisionBox> vehicle_boxes;  // One per vehicle, in fleet order.
   std::vector<Aabb> vehicle_bounds;         // BoundingBox of each vehicle box.
-  SpatialHashGrid vehicle_grid;             // Over vehicle_bounds.
+  CenterGrid vehicle_grid;                  // Over vehicle_bounds.
   SpatialHashGrid obstacle_grid;            // Over the obstacles' bounds, same cell size.
   // Scratch memory of the stage.
   std::vector<Aabb> obstacle_bounds;
   std::vector<IndexPair> pairs;
+  std::vector<IndexPair> pair_scratch;
   std::vector<std::uint32_t> candidates;
+  std::vector<Contact> contact_scratch;
+  // Per vehicle: 1 if CollideWithObstacles left it to CollideObstaclesWithVehicles.
+  std::vector<std::uint8_t> left_to_obstacles;
 };
 
-// The grid cell size for a fleet: the mean body length (near which the grid does least work
-// per vehicle, see docs/benchmarks.md), or 5 m for an empty fleet.
+// The grid cell size for a fleet: wide enough for every vehicle's bounding box in any
+// heading (the largest body diagonal), except that vehicles more than four times the mean
+// diagonal do not widen it (they go to the grid's large list). 5 m for an empty fleet.
 double GridCellSize(const KinematicBicycleFleet& fleet);
 
 // The body box of vehicle `index` at its current pose.
@@ -65,26 +71,38 @@ struct EarlyContact {
   Pose2 pose;  // Reference pose at the first touching sample.
 };
 
-// Appends the contacts of every vehicle with the obstacles, sweeping vehicles that moved from
+// Appends the contacts of vehicles with the obstacles, sweeping vehicles that moved from
 // `previous_poses` (fleet order; empty means none moved far). Uses vehicle_boxes/bounds and
 // the obstacle grid; returns in `early` the vehicles whose first contact came before the end
-// of their motion. Contacts are appended in vehicle order, then obstacle id order.
+// of their motion. Contacts are appended sorted by pair (vehicle, then obstacle id). When
+// there are no more obstacles than vehicles, vehicles that need no sweep are left to
+// CollideObstaclesWithVehicles (marked in scene.left_to_obstacles).
 void CollideWithObstacles(const KinematicBicycleFleet& fleet,
                           absl::Span<const Pose2> previous_poses,
                           absl::Span<const Obstacle> obstacles, CollisionScene& scene,
                           std::vector<Contact>& contacts, std::vector<EarlyContact>& early);
 
-// Appends the contacts between vehicles (from the vehicle grid and boxes). Returns the number
-// of same-cell pairs the broad phase examined.
+// Appends, sorted by pair, the contacts with obstacles of the vehicles CollideWithObstacles
+// left out (scene.left_to_obstacles), found from each obstacle through the vehicle grid, which
+// must be built.
+void CollideObstaclesWithVehicles(const KinematicBicycleFleet& fleet,
+                                  absl::Span<const Obstacle> obstacles,
+                                  const CollisionScene& scene, std::vector<Contact>& contacts);
+
+// Appends the contacts between vehicles (from the vehicle grid and boxes), sorted by pair.
+// Returns the number of box pairs the broad phase compared.
 std::size_t CollideVehicles(const KinematicBicycleFleet& fleet, CollisionScene& scene,
                             std::vector<Contact>& contacts);
 
-// Appends the contacts of every vehicle with the boundary walls.
+// Appends the contacts of every vehicle with the boundary walls, sorted by pair.
 void CollideWithWalls(const KinematicBicycleFleet& fleet, const WorldBounds& bounds,
                       const CollisionScene& scene, std::vector<Contact>& contacts);
 
-// Sorts contacts by pair: the order in which they are reported.
-void SortContacts(std::vector<Contact>& contacts);
+// Sorts contacts by pair, the order in which they are reported, given that they are made of
+// runs already sorted: [0, run_ends[0]), [run_ends[0], run_ends[1]), ... Linear time; `scratch`
+// is reused memory.
+void MergeContactRuns(absl::Span<const std::size_t> run_ends, std::vector<Contact>& contacts,
+                      std::vector<Contact>& scratch);
 
 }  // namespace pitlane::sim
 

@@ -9,15 +9,24 @@
 namespace pitlane::sim {
 namespace {
 
-// sin(u) / u, accurate to rounding for every u. Below |u| = 1e-4 the series
-// 1 - u²/6 + u⁴/120 - ... is used: its first dropped term, u⁴/120 < 1e-18, is below
-// rounding of 1, while sin(u) / u itself would lose no accuracy there either but would divide
-// by zero at u = 0.
-inline double Sinc(double u) {
-  if (std::abs(u) < 1e-4) return 1.0 - u * u * (1.0 / 6.0);
-  double sin_u, cos_u;
-  SinCos(u, &sin_u, &cos_u);
-  return sin_u / u;
+// sin(u), cos(u) and sin(u) / u, accurate to rounding for every u. Below |u| = 1e-4 the
+// series are used: sin u / u = 1 - u²/6 + u⁴/120 - ..., whose first dropped term, u⁴/120 <
+// 1e-18, is below rounding of 1 (sin(u) / u itself would lose no accuracy there either but
+// would divide by zero at u = 0); sin u = u (1 - u²/6) and cos u = 1 - u²/2 likewise.
+struct SmallTurn {
+  double sin;
+  double cos;
+  double sinc;
+};
+inline SmallTurn Turn(double u) {
+  if (std::abs(u) < 1e-4) {
+    const double sinc = 1.0 - u * u * (1.0 / 6.0);
+    return {u * sinc, 1.0 - 0.5 * u * u, sinc};
+  }
+  SmallTurn turn;
+  SinCos(u, &turn.sin, &turn.cos);
+  turn.sinc = turn.sin / u;
+  return turn;
 }
 
 // The new speed and the signed distance covered in one tick of constant acceleration `a`
@@ -43,10 +52,9 @@ inline Longitudinal AdvanceLongitudinal(const VehicleLimits& limits, double v0, 
 // heading from the new speed, then position from the new speed and heading.
 inline void AdvanceSemiImplicitEuler(const KinematicBicycleParams& params, double curvature_1pm,
                                      double a, double dt, double& x, double& y, double& yaw,
-                                     double& v) {
+                                     double& v, double& cos_yaw, double& sin_yaw) {
   v = std::clamp(v + a * dt, -params.limits.max_reverse_speed_mps, params.limits.max_speed_mps);
   yaw = WrapToPi(yaw + v * curvature_1pm * dt);
-  double sin_yaw, cos_yaw;
   SinCos(yaw, &sin_yaw, &cos_yaw);
   x += v * cos_yaw * dt;
   y += v * sin_yaw * dt;
@@ -58,16 +66,22 @@ inline void AdvanceSemiImplicitEuler(const KinematicBicycleParams& params, doubl
 // mid-arc heading yaw + kappa s / 2; the straight line is the kappa = 0 case of the same
 // formula, so no branch is needed.
 inline void AdvanceExactArc(const KinematicBicycleParams& params, double curvature_1pm, double a,
-                            double dt, double& x, double& y, double& yaw, double& v) {
+                            double dt, double& x, double& y, double& yaw, double& v,
+                            double& cos_yaw, double& sin_yaw) {
   const Longitudinal step = AdvanceLongitudinal(params.limits, v, a, dt);
   const double half_turn_rad = 0.5 * curvature_1pm * step.distance_m;
-  const double chord_m = step.distance_m * Sinc(half_turn_rad);
+  const SmallTurn half_turn = Turn(half_turn_rad);
+  const double chord_m = step.distance_m * half_turn.sinc;
   const double mid_yaw = yaw + half_turn_rad;
   double sin_mid, cos_mid;
   SinCos(mid_yaw, &sin_mid, &cos_mid);
   x += chord_m * cos_mid;
   y += chord_m * sin_mid;
   yaw = WrapToPi(yaw + 2.0 * half_turn_rad);
+  // The new heading is the mid-arc one turned by another half turn (a rotation, within a few
+  // ulps of SinCos(yaw), without a third SinCos).
+  cos_yaw = cos_mid * half_turn.cos - sin_mid * half_turn.sin;
+  sin_yaw = sin_mid * half_turn.cos + cos_mid * half_turn.sin;
   v = step.speed_mps;
 }
 
@@ -75,15 +89,15 @@ inline void AdvanceExactArc(const KinematicBicycleParams& params, double curvatu
 // keeps its columns in registers.
 inline void Advance(const KinematicBicycleParams& params, const KinematicBicycleInput& input,
                     double dt, double inv_dt, double& x, double& y, double& yaw, double& v,
-                    double& achieved_acceleration) {
+                    double& achieved_acceleration, double& cos_yaw, double& sin_yaw) {
   const double v0 = v;
   const double a = ClampAcceleration(params.limits, v0, input.acceleration_mps2);
   switch (params.integrator) {
     case BicycleIntegrator::kSemiImplicitEuler:
-      AdvanceSemiImplicitEuler(params, input.curvature_1pm, a, dt, x, y, yaw, v);
+      AdvanceSemiImplicitEuler(params, input.curvature_1pm, a, dt, x, y, yaw, v, cos_yaw, sin_yaw);
       break;
     case BicycleIntegrator::kExactArc:
-      AdvanceExactArc(params, input.curvature_1pm, a, dt, x, y, yaw, v);
+      AdvanceExactArc(params, input.curvature_1pm, a, dt, x, y, yaw, v, cos_yaw, sin_yaw);
       break;
   }
   achieved_acceleration = (v - v0) * inv_dt;
@@ -113,8 +127,9 @@ double ClampAcceleration(const VehicleLimits& limits, double speed_mps, double a
 
 void StepKinematicBicycle(const KinematicBicycleParams& params, const KinematicBicycleInput& input,
                           double dt_s, KinematicBicycleState& state) {
+  double cos_yaw, sin_yaw;  // Not part of the single-vehicle state.
   Advance(params, input, dt_s, 1.0 / dt_s, state.pose.x_m, state.pose.y_m, state.pose.yaw_rad,
-          state.speed_mps, state.acceleration_mps2);
+          state.speed_mps, state.acceleration_mps2, cos_yaw, sin_yaw);
 }
 
 void KinematicBicycleFleet::Append(VehicleId id, const VehicleSpec& resolved_spec,
@@ -137,6 +152,9 @@ void KinematicBicycleFleet::Append(VehicleId id, const VehicleSpec& resolved_spe
   x_m.push_back(resolved_spec.initial_pose.x_m);
   y_m.push_back(resolved_spec.initial_pose.y_m);
   yaw_rad.push_back(WrapToPi(resolved_spec.initial_pose.yaw_rad));
+  cos_yaw.emplace_back();
+  sin_yaw.emplace_back();
+  SinCos(yaw_rad.back(), &sin_yaw.back(), &cos_yaw.back());
   speed_mps.push_back(resolved_spec.initial_speed_mps);
   acceleration_mps2.push_back(0.0);
   crashed.push_back(0);
@@ -156,6 +174,15 @@ void KinematicBicycleFleet::Erase(std::size_t index) {
   erase(speed_mps);
   erase(acceleration_mps2);
   erase(crashed);
+  erase(cos_yaw);
+  erase(sin_yaw);
+}
+
+void KinematicBicycleFleet::SetPose(std::size_t index, const Pose2& pose) {
+  x_m[index] = pose.x_m;
+  y_m[index] = pose.y_m;
+  yaw_rad[index] = WrapToPi(pose.yaw_rad);
+  SinCos(yaw_rad[index], &sin_yaw[index], &cos_yaw[index]);
 }
 
 std::ptrdiff_t KinematicBicycleFleet::Find(VehicleId id) const {
@@ -193,8 +220,11 @@ void StepFleet(double dt_s, KinematicBicycleFleet& fleet) {
   double* yaw = fleet.yaw_rad.data();
   double* v = fleet.speed_mps.data();
   double* a = fleet.acceleration_mps2.data();
+  double* cos_yaw = fleet.cos_yaw.data();
+  double* sin_yaw = fleet.sin_yaw.data();
   for (std::size_t i = 0; i < n; ++i) {
-    Advance(params[i], inputs[i], dt_s, inv_dt, x[i], y[i], yaw[i], v[i], a[i]);
+    Advance(params[i], inputs[i], dt_s, inv_dt, x[i], y[i], yaw[i], v[i], a[i], cos_yaw[i],
+            sin_yaw[i]);
   }
 }
 

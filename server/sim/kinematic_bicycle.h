@@ -76,6 +76,11 @@ struct KinematicBicycleFleet {
   std::vector<double> acceleration_mps2;
   // 1 once halted by a collision under the STOP policy: speed and controls stay 0.
   std::vector<std::uint8_t> crashed;
+  // cos and sin of yaw_rad, kept with it: the collision stage's body axes. SinCos(yaw_rad)
+  // exactly for the semi-implicit integrator and at spawn; within a few ulps of it for the
+  // exact arc (rotated from the mid-arc heading).
+  std::vector<double> cos_yaw;
+  std::vector<double> sin_yaw;
 
   std::size_t size() const { return ids.size(); }
 
@@ -83,6 +88,8 @@ struct KinematicBicycleFleet {
   void Append(VehicleId id, const VehicleSpec& resolved_spec, const KinematicBicycleSpec& model);
   // Removes the vehicle at `index`, keeping the order of the rest.
   void Erase(std::size_t index);
+  // Moves the vehicle at `index` to `pose` (yaw wrapped), keeping cos_yaw and sin_yaw.
+  void SetPose(std::size_t index, const Pose2& pose);
   // The index of `id`, or -1 when absent. O(log n).
   std::ptrdiff_t Find(VehicleId id) const;
 

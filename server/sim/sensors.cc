@@ -44,7 +44,7 @@ double CastRay(double origin_x_m, double origin_y_m, double dir_x, double dir_y,
     best = std::min(best, RayToBox(origin_x_m, origin_y_m, dir_x, dir_y, obstacles[k].box));
   };
 
-  const SpatialHashGrid& vehicles = scene.vehicle_grid;
+  const CenterGrid& vehicles = scene.vehicle_grid;
   const SpatialHashGrid& statics = scene.obstacle_grid;
   const double cell_m = vehicles.cell_size_m();
   // The walk needs unclamped cells (see SpatialHashGrid): a ray that may reach the clamped
@@ -60,8 +60,15 @@ double CastRay(double origin_x_m, double origin_y_m, double dir_x, double dir_y,
   for (const std::uint32_t k : statics.large_objects()) try_obstacle(k);
 
   // Walk the cells the ray crosses (Amanatides and Woo): t_next_* is the distance at which
-  // the ray crosses the next vertical / horizontal cell border.
+  // the ray crosses the next vertical / horizontal cell border. Obstacles are listed in every
+  // cell they cover; vehicles only in the cell of their centre, so a vehicle met in a cell may
+  // be listed in a neighbour: the walk looks at the 3 x 3 block around its cell, i.e. the
+  // three cells that enter the block at each step. (A vehicle is narrower than a cell, so a
+  // vehicle the ray meets at a point has its centre within one cell of that point's cell.)
   GridCell cell = vehicles.CellOf(origin_x_m, origin_y_m);
+  for (std::int32_t dy = -1; dy <= 1; ++dy) {
+    vehicles.ForEachInRowSpan(GridCell{cell.x - 1, cell.y + dy}, cell.x + 1, try_vehicle);
+  }
   const int step_x = dir_x > 0.0 ? 1 : -1;
   const int step_y = dir_y > 0.0 ? 1 : -1;
   double t_next_x = dir_x != 0.0
@@ -77,16 +84,20 @@ double CastRay(double origin_x_m, double origin_y_m, double dir_x, double dir_y,
   double t_cell = 0.0;  // Where the ray enters `cell`.
   for (int visited = 0; visited < max_cells && t_cell <= std::min(best, max_range_m);
        ++visited) {
-    vehicles.ForEachInCell(cell, try_vehicle);
     statics.ForEachInCell(cell, try_obstacle);
     if (t_next_x < t_next_y) {
       t_cell = t_next_x;
       t_next_x += t_delta_x;
       cell.x += step_x;
+      for (std::int32_t dy = -1; dy <= 1; ++dy) {
+        vehicles.ForEachInRowSpan(GridCell{cell.x + step_x, cell.y + dy}, cell.x + step_x,
+                                  try_vehicle);
+      }
     } else {
       t_cell = t_next_y;
       t_next_y += t_delta_y;
       cell.y += step_y;
+      vehicles.ForEachInRowSpan(GridCell{cell.x - 1, cell.y + step_y}, cell.x + 1, try_vehicle);
     }
   }
   return best <= max_range_m ? best : kInfinity;
@@ -148,7 +159,7 @@ std::vector<NearbyObject> FindNearestObjects(const NearestObjectsSpec& spec, std
         .speed_mps = speed_mps,
     });
   };
-  scene.vehicle_grid.Query(query, [&](std::uint32_t k) {
+  scene.vehicle_grid.ForEachCenterIn(query, [&](std::uint32_t k) {
     if (k == self) return;
     consider(ObjectKind::kVehicle, fleet.ids[k], scene.vehicle_boxes[k], fleet.yaw_rad[k],
              fleet.speed_mps[k]);

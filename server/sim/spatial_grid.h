@@ -40,10 +40,21 @@ struct GridCell {
 // An unordered pair of object indices, first < second.
 using IndexPair = std::pair<std::uint32_t, std::uint32_t>;
 
+// Cell coordinates farther than this from the origin (in cells) are clamped to it.
+inline constexpr double kMaxCellCoordinate = 1 << 30;
+
+// The coordinate of the cell holding `v_m`, in cells 1 / inverse_cell_size wide:
+// floor(v * inverse_cell_size), clamped to +-kMaxCellCoordinate (NaN to the low edge).
+inline std::int32_t ClampedCellCoordinate(double v_m, double inverse_cell_size) {
+  double c = std::floor(v_m * inverse_cell_size);
+  if (!(c >= -kMaxCellCoordinate)) c = -kMaxCellCoordinate;  // Also catches NaN.
+  if (c > kMaxCellCoordinate) c = kMaxCellCoordinate;
+  return static_cast<std::int32_t>(c);
+}
+
 class SpatialHashGrid {
  public:
-  // Cells farther than this from the origin (in cells) are clamped to it.
-  static constexpr double kMaxCellCoordinate = 1 << 30;
+  static constexpr double kMaxCellCoordinate = sim::kMaxCellCoordinate;
   // Objects covering more cells than this go to the large list.
   static constexpr std::int64_t kMaxCellsPerObject = 1024;
 
@@ -75,7 +86,8 @@ class SpatialHashGrid {
 
   // The cell holding the point (x_m, y_m), clamped as the file comment says.
   GridCell CellOf(double x_m, double y_m) const {
-    return GridCell{ClampedCell(x_m), ClampedCell(y_m)};
+    return GridCell{ClampedCellCoordinate(x_m, inverse_cell_size_),
+                    ClampedCellCoordinate(y_m, inverse_cell_size_)};
   }
 
  private:
@@ -88,12 +100,6 @@ class SpatialHashGrid {
     GridCell max;
   };
 
-  std::int32_t ClampedCell(double v_m) const {
-    double c = std::floor(v_m * inverse_cell_size_);
-    if (!(c >= -kMaxCellCoordinate)) c = -kMaxCellCoordinate;  // Also catches NaN.
-    if (c > kMaxCellCoordinate) c = kMaxCellCoordinate;
-    return static_cast<std::int32_t>(c);
-  }
   CellRange RangeOf(const Aabb& box) const {
     return CellRange{CellOf(box.min_x_m, box.min_y_m), CellOf(box.max_x_m, box.max_y_m)};
   }

@@ -209,31 +209,37 @@ void World::Step(std::vector<ContactEvent>* transitions) {
   // Vehicle dynamics.
   StepFleet(params_.dt_s, fleet);
 
-  // Narrow phase against obstacles first: under kStop a vehicle that hit one part-way through
-  // the tick goes back to where it hit, before it meets other vehicles.
+  // Vehicles that moved far are swept against obstacles first: under kStop one that hit an
+  // obstacle part-way through the tick goes back to where it hit, before it meets others.
   RefreshStaticIndex();
   ComputeVehicleBoxes(fleet, scene_);
   contacts_.clear();
   early_contacts_.clear();
+  // Each collision below appends a run of contacts sorted by pair; merged at the end.
+  std::size_t run_ends[4];
   CollideWithObstacles(fleet, previous_poses_, state_.obstacles, scene_, contacts_,
                        early_contacts_);
   if (stop_on_contact) {
     for (const EarlyContact& early : early_contacts_) {
       const std::uint32_t i = early.vehicle_index;
-      fleet.x_m[i] = early.pose.x_m;
-      fleet.y_m[i] = early.pose.y_m;
-      fleet.yaw_rad[i] = WrapToPi(early.pose.yaw_rad);
+      fleet.SetPose(i, early.pose);
       scene_.vehicle_boxes[i] = VehicleBox(fleet, i);
       scene_.vehicle_bounds[i] = BoundingBox(scene_.vehicle_boxes[i]);
     }
   }
 
-  // Broad and narrow phase between vehicles, then the walls.
+  // Broad phase between vehicles; through it, the rest of the obstacle contacts; narrow phase
+  // between vehicles; then the walls.
+  run_ends[0] = contacts_.size();
   scene_.vehicle_grid.Build(scene_.cell_size_m, scene_.vehicle_bounds);
   vehicle_grid_stale_ = false;
+  CollideObstaclesWithVehicles(fleet, state_.obstacles, scene_, contacts_);
+  run_ends[1] = contacts_.size();
   CollideVehicles(fleet, scene_, contacts_);
+  run_ends[2] = contacts_.size();
   if (params_.bounds.has_value()) CollideWithWalls(fleet, *params_.bounds, scene_, contacts_);
-  SortContacts(contacts_);
+  run_ends[3] = contacts_.size();
+  MergeContactRuns(run_ends, contacts_, scene_.contact_scratch);
 
   // Collision response.
   if (stop_on_contact) {
