@@ -40,7 +40,11 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
   };
   ASSIGN_OR_RETURN(sim::World world, sim::World::Create(config.world));
   if (!request.obstacles.empty()) {
-    RETURN_IF_ERROR(PrefixField("obstacles", world.AddObstacles(request.obstacles).status()));
+    const absl::Status added = world.AddObstacles(request.obstacles).status();
+    // A limit error already names "obstacles"; a spec error names "[i].<field>".
+    RETURN_IF_ERROR(added.code() == absl::StatusCode::kResourceExhausted
+                        ? added
+                        : PrefixField("obstacles", added));
   }
 
   const double tick_rate_hz = config.world.tick_rate_hz;

@@ -1,22 +1,14 @@
 #include "server/sim/center_grid.h"
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <limits>
 #include <utility>
 
 #include "absl/base/macros.h"
+#include "server/sim/radix_sort.h"
 
 namespace pitlane::sim {
-namespace {
-
-// Radix sort digits: 11 bits, so a pass's counts (8 KiB) stay in L1.
-constexpr int kDigitBits = 11;
-constexpr std::uint64_t kDigitMask = (std::uint64_t{1} << kDigitBits) - 1;
-constexpr std::size_t kComparisonSortBelow = 256;
-
-}  // namespace
 
 void CenterGrid::Build(double cell_size_m, absl::Span<const Aabb> boxes) {
   ABSL_ASSERT(cell_size_m > 0.0 && std::isfinite(cell_size_m));
@@ -29,8 +21,7 @@ void CenterGrid::Build(double cell_size_m, absl::Span<const Aabb> boxes) {
   // or taller than a cell (or not finite) goes to the large list.
   large_.clear();
   large_boxes_.clear();
-  keys_.clear();
-  order_.clear();
+  keyed_.clear();
   std::int32_t min_x = std::numeric_limits<std::int32_t>::max();
   std::int32_t min_y = min_x;
   std::int32_t max_x = std::numeric_limits<std::int32_t>::min();
@@ -47,60 +38,29 @@ void CenterGrid::Build(double cell_size_m, absl::Span<const Aabb> boxes) {
     max_x = std::max(max_x, cell.x);
     min_y = std::min(min_y, cell.y);
     max_y = std::max(max_y, cell.y);
-    keys_.push_back((std::uint64_t{static_cast<std::uint32_t>(cell.y)} << 32) |
-                    static_cast<std::uint32_t>(cell.x));
-    order_.push_back(i);
+    keyed_.push_back({(std::uint64_t{static_cast<std::uint32_t>(cell.y)} << 32) |
+                          static_cast<std::uint32_t>(cell.x),
+                      i});
   }
-  const std::size_t listed = keys_.size();
+  const std::size_t listed = keyed_.size();
   entries_.resize(listed);
   row_start_.clear();
   if (listed == 0) return;
 
   // Keys relative to the lowest occupied cell: row offset above the column offset's bits.
+  // Sorted stably, so equal cells keep ascending object order.
   const int column_bits =
       std::bit_width(static_cast<std::uint32_t>(static_cast<std::int64_t>(max_x) - min_x));
   const int row_bits =
       std::bit_width(static_cast<std::uint32_t>(static_cast<std::int64_t>(max_y) - min_y));
-  for (std::uint64_t& key : keys_) {
-    const auto x = static_cast<std::int32_t>(static_cast<std::uint32_t>(key));
-    const auto y = static_cast<std::int32_t>(static_cast<std::uint32_t>(key >> 32));
-    key = (static_cast<std::uint64_t>(static_cast<std::int64_t>(y) - min_y) << column_bits) |
-          static_cast<std::uint64_t>(static_cast<std::int64_t>(x) - min_x);
+  for (KeyedObject& keyed : keyed_) {
+    const auto x = static_cast<std::int32_t>(static_cast<std::uint32_t>(keyed.key));
+    const auto y = static_cast<std::int32_t>(static_cast<std::uint32_t>(keyed.key >> 32));
+    keyed.key = (static_cast<std::uint64_t>(static_cast<std::int64_t>(y) - min_y) << column_bits) |
+                static_cast<std::uint64_t>(static_cast<std::int64_t>(x) - min_x);
   }
-
-  // Sort by key, equal cells in ascending object order. Few objects: a comparison sort (a
-  // radix pass costs its 2048 counters whatever the count). Otherwise an LSD radix sort,
-  // stable, skipping digits that are the same for every key.
-  sorted_keys_.resize(listed);
-  sorted_order_.resize(listed);
-  const int total_bits = column_bits + row_bits;
-  if (listed < kComparisonSortBelow) {
-    for (std::size_t k = 0; k < listed; ++k) sorted_order_[k] = static_cast<std::uint32_t>(k);
-    std::sort(sorted_order_.begin(), sorted_order_.end(), [&](std::uint32_t a, std::uint32_t b) {
-      return keys_[a] != keys_[b] ? keys_[a] < keys_[b] : order_[a] < order_[b];
-    });
-    for (std::size_t k = 0; k < listed; ++k) {
-      sorted_keys_[k] = keys_[sorted_order_[k]];
-      sorted_order_[k] = order_[sorted_order_[k]];
-    }
-    keys_.swap(sorted_keys_);
-    order_.swap(sorted_order_);
-  }
-  for (int shift = 0; listed >= kComparisonSortBelow && shift < total_bits;
-       shift += kDigitBits) {
-    std::array<std::uint32_t, kDigitMask + 1> offsets{};
-    for (const std::uint64_t key : keys_) ++offsets[(key >> shift) & kDigitMask];
-    if (offsets[(keys_[0] >> shift) & kDigitMask] == listed) continue;
-    std::uint32_t running = 0;
-    for (std::uint32_t& offset : offsets) running += std::exchange(offset, running);
-    for (std::size_t k = 0; k < listed; ++k) {
-      const std::uint32_t position = offsets[(keys_[k] >> shift) & kDigitMask]++;
-      sorted_keys_[position] = keys_[k];
-      sorted_order_[position] = order_[k];
-    }
-    keys_.swap(sorted_keys_);
-    order_.swap(sorted_order_);
-  }
+  StableSortByKey(keyed_, column_bits + row_bits,
+                  [](const KeyedObject& keyed) { return keyed.key; }, keyed_scratch_);
 
   // Entries in sorted order, each with a copy of its box; and the row index, unless the
   // occupied rows are far sparser than the objects.
@@ -111,11 +71,12 @@ void CenterGrid::Build(double cell_size_m, absl::Span<const Aabb> boxes) {
   const std::uint64_t column_mask = (std::uint64_t{1} << column_bits) - 1;
   std::uint64_t next_row = 0;  // Rows below this one have their start filled in.
   for (std::size_t k = 0; k < listed; ++k) {
-    const std::uint64_t key = keys_[k];
+    const std::uint64_t key = keyed_[k].key;
+    const std::uint32_t object = keyed_[k].object;
     const std::uint64_t row = key >> column_bits;
     const GridCell cell{static_cast<std::int32_t>(min_x + static_cast<std::int64_t>(key & column_mask)),
                         static_cast<std::int32_t>(min_y + static_cast<std::int64_t>(row))};
-    entries_[k] = Entry{cell, order_[k], boxes[order_[k]]};
+    entries_[k] = Entry{cell, object, boxes[object]};
     if (index_rows) {
       while (next_row <= row) row_start_[next_row++] = static_cast<std::uint32_t>(k);
     }

@@ -108,11 +108,13 @@ class CenterGrid {
   std::vector<std::uint32_t> row_start_;
   std::vector<std::uint32_t> large_;
   std::vector<Aabb> large_boxes_;  // Boxes of large_, in the same order.
-  // Build's scratch: keys and object indices, and their radix-sorted copies.
-  std::vector<std::uint64_t> keys_;
-  std::vector<std::uint64_t> sorted_keys_;
-  std::vector<std::uint32_t> order_;
-  std::vector<std::uint32_t> sorted_order_;
+  // Build's scratch: each listed object with its cell's sort key.
+  struct KeyedObject {
+    std::uint64_t key;
+    std::uint32_t object;
+  };
+  std::vector<KeyedObject> keyed_;
+  std::vector<KeyedObject> keyed_scratch_;
 };
 
 template <typename Visit>

@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "server/sim/geometry.h"
+#include "server/sim/trig.h"
 
 namespace pitlane::sim {
 
@@ -30,13 +31,16 @@ struct CollisionBox {
   double half_width_m = 0.0;   // Half the extent across the axis, metres, > 0.
 };
 
-// Converts with std::cos/std::sin (not the step's SinCos): for boxes made outside the step.
+// The axis comes from SinCos (not libm), so results do not depend on the C library.
 inline CollisionBox ToCollisionBox(const OrientedBox& box) {
+  double sin_yaw;
+  double cos_yaw;
+  SinCos(box.yaw_rad, &sin_yaw, &cos_yaw);
   return CollisionBox{
       .center_x_m = box.center_x_m,
       .center_y_m = box.center_y_m,
-      .axis_x = std::cos(box.yaw_rad),
-      .axis_y = std::sin(box.yaw_rad),
+      .axis_x = cos_yaw,
+      .axis_y = sin_yaw,
       .half_length_m = box.half_length_m,
       .half_width_m = box.half_width_m,
   };

@@ -1,19 +1,21 @@
 #include "server/sim/collision_stage.h"
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cmath>
 #include <iterator>
 #include <utility>
 
+#include "server/sim/radix_sort.h"
 #include "server/sim/trig.h"
 
 namespace pitlane::sim {
 namespace {
 
 constexpr double kDefaultCellSize_m = 5.0;
-constexpr double kMinCellSize_m = 1e-3;
+// Cells no narrower than this, however small the vehicles: bounds the work of long queries
+// and keeps the clamped edge cells (2^30 cells out) beyond 268,000 km.
+constexpr double kMinCellSize_m = 0.25;
 constexpr double kMaxCellSize_m = 1e3;
 
 Contact MakeContact(VehicleId vehicle, ObjectKind kind, std::uint64_t other_id,
@@ -38,7 +40,14 @@ Pose2 Interpolate(const Pose2& from, const Pose2& to, double s) {
 // How many poses to test along a vehicle's motion in one tick: enough that neighbouring
 // samples are at most half the body's smaller side apart (so their boxes overlap and no
 // obstacle fits between them), at least 1 (the end pose alone).
-int SweepSamples(const BodyParams& body, const Pose2& from, const Pose2& to) {
+struct Sweep {
+  int samples = 1;        // Poses tested, the last being the end pose.
+  double bulge_m = 0.0;   // How far a sample's corners may stray beyond the end poses' bounds.
+};
+
+// How to sweep a body over one tick from `from` to `to`: enough poses that neighbouring ones
+// are at most half the body's smaller side apart (so their boxes overlap), at least 1.
+Sweep PlanSweep(const BodyParams& body, const Pose2& from, const Pose2& to) {
   // No point of the body moves farther than the reference point does plus the turn times the
   // farthest a body point lies from it (at most |centre offset| + half diagonal).
   const double reach_m =
@@ -46,37 +55,17 @@ int SweepSamples(const BodyParams& body, const Pose2& from, const Pose2& to) {
       0.5 * std::sqrt(body.length_m * body.length_m + body.width_m * body.width_m);
   const double dx_m = to.x_m - from.x_m;
   const double dy_m = to.y_m - from.y_m;
-  const double travel_m = std::sqrt(dx_m * dx_m + dy_m * dy_m) +
-                          std::abs(WrapToPi(to.yaw_rad - from.yaw_rad)) * reach_m;
+  const double turn_rad = std::abs(WrapToPi(to.yaw_rad - from.yaw_rad));
+  const double travel_m = std::sqrt(dx_m * dx_m + dy_m * dy_m) + turn_rad * reach_m;
   const double spacing_m = 0.5 * std::min(body.length_m, body.width_m);
-  if (!(travel_m > spacing_m)) return 1;
-  return static_cast<int>(std::min<double>(std::ceil(travel_m / spacing_m), kMaxSweepSamples));
-}
-
-// Sorts pairs by (first, second), so that the narrow phase reads the first box of each pair
-// in memory order and its contacts come out in pair order. An LSD radix sort (11-bit digits)
-// of first * 2^b + second, with 2^b above every index.
-void SortPairs(std::size_t object_count, std::vector<IndexPair>& pairs,
-               std::vector<IndexPair>& scratch) {
-  constexpr int kDigitBits = 11;
-  constexpr std::uint64_t kDigitMask = (std::uint64_t{1} << kDigitBits) - 1;
-  if (pairs.size() < 256) {  // A radix pass costs its 2048 counters whatever the count.
-    std::sort(pairs.begin(), pairs.end());
-    return;
-  }
-  const int index_bits = std::bit_width(object_count);
-  const auto key = [index_bits](const IndexPair& pair) {
-    return (std::uint64_t{pair.first} << index_bits) | pair.second;
+  if (!(travel_m > spacing_m)) return Sweep{};
+  // An interpolated heading swings a point at distance r from the reference point off the
+  // chord between its end positions by at most r (1 - cos(turn / 2)) <= r turn² / 8.
+  return Sweep{
+      .samples = static_cast<int>(
+          std::min<double>(std::ceil(travel_m / spacing_m), kMaxSweepSamples)),
+      .bulge_m = reach_m * turn_rad * turn_rad / 8.0,
   };
-  scratch.resize(pairs.size());
-  for (int shift = 0; shift < 2 * index_bits; shift += kDigitBits) {
-    std::array<std::uint32_t, kDigitMask + 1> offsets{};
-    for (const IndexPair& pair : pairs) ++offsets[(key(pair) >> shift) & kDigitMask];
-    std::uint32_t running = 0;
-    for (std::uint32_t& offset : offsets) running += std::exchange(offset, running);
-    for (const IndexPair& pair : pairs) scratch[offsets[(key(pair) >> shift) & kDigitMask]++] = pair;
-    pairs.swap(scratch);
-  }
 }
 
 }  // namespace
@@ -153,8 +142,9 @@ void IndexObstacles(absl::Span<const Obstacle> obstacles, CollisionScene& scene)
 
 void CollideWithObstacles(const KinematicBicycleFleet& fleet,
                           absl::Span<const Pose2> previous_poses,
-                          absl::Span<const Obstacle> obstacles, CollisionScene& scene,
-                          std::vector<Contact>& contacts, std::vector<EarlyContact>& early) {
+                          absl::Span<const Obstacle> obstacles, bool stop_at_first_contact,
+                          CollisionScene& scene, std::vector<Contact>& contacts,
+                          std::vector<EarlyContact>& early) {
   scene.left_to_obstacles.assign(fleet.size(), 0);
   if (obstacles.empty()) return;
   // With fewer obstacles than vehicles, the vehicles that need no sweep are found from the
@@ -164,17 +154,18 @@ void CollideWithObstacles(const KinematicBicycleFleet& fleet,
   for (std::uint32_t i = 0; i < fleet.size(); ++i) {
     const CollisionBox& end_box = scene.vehicle_boxes[i];
     const Pose2 end_pose{fleet.x_m[i], fleet.y_m[i], fleet.yaw_rad[i]};
-    const int samples = previous_poses.empty()
-                            ? 1
-                            : SweepSamples(fleet.bodies[i], previous_poses[i], end_pose);
-    if (by_obstacle && samples == 1 &&
+    const Sweep sweep =
+        previous_poses.empty() ? Sweep{} : PlanSweep(fleet.bodies[i], previous_poses[i], end_pose);
+    if (by_obstacle && sweep.samples == 1 &&
         CenterGrid::Fits(scene.vehicle_bounds[i], scene.cell_size_m)) {
       scene.left_to_obstacles[i] = 1;
       continue;
     }
     Aabb query = scene.vehicle_bounds[i];
-    if (samples > 1) {
+    if (sweep.samples > 1) {
       query = Union(query, BoundingBox(VehicleBoxAt(fleet.bodies[i], previous_poses[i])));
+      query = Aabb{query.min_x_m - sweep.bulge_m, query.min_y_m - sweep.bulge_m,
+                   query.max_x_m + sweep.bulge_m, query.max_y_m + sweep.bulge_m};
     }
 
     scene.candidates.clear();
@@ -183,25 +174,46 @@ void CollideWithObstacles(const KinematicBicycleFleet& fleet,
     std::sort(scene.candidates.begin(), scene.candidates.end());  // Obstacle id order.
 
     // The first sample (in time) that touches anything decides; every obstacle it touches
-    // is a contact.
-    for (int s = 1; s <= samples; ++s) {
-      const bool last = s == samples;
+    // is a contact. Under REPORT the vehicle does not stop there, so the obstacles its end
+    // pose touches are contacts too.
+    const std::size_t first_contact = contacts.size();
+    for (int s = 1; s <= sweep.samples; ++s) {
+      const bool last = s == sweep.samples;
       const Pose2 pose =
           last ? end_pose
-               : Interpolate(previous_poses[i], end_pose, static_cast<double>(s) / samples);
+               : Interpolate(previous_poses[i], end_pose, static_cast<double>(s) / sweep.samples);
       const CollisionBox box = last ? end_box : VehicleBoxAt(fleet.bodies[i], pose);
-      bool touched = false;
+      const Aabb box_bounds = last ? scene.vehicle_bounds[i] : BoundingBox(box);
       for (const std::uint32_t k : scene.candidates) {
+        if (!Overlaps(box_bounds, scene.obstacle_bounds[k])) continue;
         const BoxContact contact = CollideBoxes(box, obstacles[k].box);
         if (!contact.touching) continue;
-        touched = true;
         contacts.push_back(MakeContact(fleet.ids[i], ObjectKind::kObstacle, obstacles[k].id,
                                        contact));
       }
-      if (touched) {
-        if (!last) early.push_back({.vehicle_index = i, .pose = pose});
+      if (contacts.size() == first_contact) continue;
+      if (last) break;
+      if (stop_at_first_contact) {
+        early.push_back({.vehicle_index = i, .pose = pose});
         break;
       }
+      const std::size_t at_first_sample = contacts.size();
+      for (const std::uint32_t k : scene.candidates) {
+        const ObstacleId id = obstacles[k].id;
+        const bool seen =
+            std::any_of(contacts.begin() + first_contact, contacts.begin() + at_first_sample,
+                        [id](const Contact& contact) { return contact.pair.other_id == id; });
+        if (seen || !Overlaps(scene.vehicle_bounds[i], scene.obstacle_bounds[k])) continue;
+        const BoxContact contact = CollideBoxes(end_box, obstacles[k].box);
+        if (contact.touching) {
+          contacts.push_back(MakeContact(fleet.ids[i], ObjectKind::kObstacle, id, contact));
+        }
+      }
+      std::inplace_merge(contacts.begin() + first_contact, contacts.begin() + at_first_sample,
+                         contacts.end(), [](const Contact& a, const Contact& b) {
+                           return a.pair < b.pair;
+                         });
+      break;
     }
   }
 }
@@ -234,7 +246,15 @@ std::size_t CollideVehicles(const KinematicBicycleFleet& fleet, CollisionScene& 
                             std::vector<Contact>& contacts) {
   scene.pairs.clear();
   const std::size_t examined = scene.vehicle_grid.FindOverlappingPairs(scene.pairs);
-  SortPairs(fleet.size(), scene.pairs, scene.pair_scratch);
+  // By (first, second): the narrow phase then reads the first box of each pair in memory
+  // order, and its contacts come out in pair order (fleet order is id order).
+  const int index_bits = std::bit_width(fleet.size());
+  StableSortByKey(
+      scene.pairs, 2 * index_bits,
+      [index_bits](const IndexPair& pair) {
+        return (std::uint64_t{pair.first} << index_bits) | pair.second;
+      },
+      scene.pair_scratch);
   for (const auto& [first, second] : scene.pairs) {
     const BoxContact contact =
         CollideBoxes(scene.vehicle_boxes[first], scene.vehicle_boxes[second]);

@@ -77,10 +77,15 @@ struct EarlyContact {
 // of their motion. Contacts are appended sorted by pair (vehicle, then obstacle id). When
 // there are no more obstacles than vehicles, vehicles that need no sweep are left to
 // CollideObstaclesWithVehicles (marked in scene.left_to_obstacles).
+//
+// A swept vehicle's contacts are those of the first sample that touches anything; unless
+// `stop_at_first_contact` (policy STOP: the vehicle will be moved back there), also those of
+// its end pose.
 void CollideWithObstacles(const KinematicBicycleFleet& fleet,
                           absl::Span<const Pose2> previous_poses,
-                          absl::Span<const Obstacle> obstacles, CollisionScene& scene,
-                          std::vector<Contact>& contacts, std::vector<EarlyContact>& early);
+                          absl::Span<const Obstacle> obstacles, bool stop_at_first_contact,
+                          CollisionScene& scene, std::vector<Contact>& contacts,
+                          std::vector<EarlyContact>& early);
 
 // Appends, sorted by pair, the contacts with obstacles of the vehicles CollideWithObstacles
 // left out (scene.left_to_obstacles), found from each obstacle through the vehicle grid, which

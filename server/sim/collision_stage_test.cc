@@ -254,6 +254,30 @@ TEST(CollisionStageTest, FastCarCannotTunnelThroughAThinWall) {
   }
 }
 
+// Under REPORT a fast car that crosses a thin wall and ends the same tick against a post has
+// both contacts: the wall's from the first touching sample, the post's from its end pose. (At
+// tick 3 its box spans [18.75, 23.25]; the post's near face is at 23.) Under STOP it halts at
+// the wall and never reaches the post.
+TEST(CollisionStageTest, FastCarUnderReportTouchesWhatItCrossesAndWhereItEnds) {
+  const ObstacleSpec wall{.center_x_m = 17.025, .length_m = 0.05, .width_m = 20.0};
+  const ObstacleSpec post{.center_x_m = 23.5, .length_m = 1.0, .width_m = 1.0};
+  for (const CollisionPolicy policy : {CollisionPolicy::kReport, CollisionPolicy::kStop}) {
+    World world = MakeWorld(policy);
+    const VehicleId car = SpawnOne(world, CarAt(0.0, 0.0, 0.0, 350.0));
+    const std::vector<ObstacleId> ids = *world.AddObstacles({wall, post});
+    for (int i = 0; i < 3; ++i) world.Step();
+    std::vector<ContactPair> pairs;
+    for (const Contact& contact : world.contacts()) pairs.push_back(contact.pair);
+    if (policy == CollisionPolicy::kReport) {
+      EXPECT_THAT(pairs, ElementsAre(ContactPair{car, ObjectKind::kObstacle, ids[0]},
+                                     ContactPair{car, ObjectKind::kObstacle, ids[1]}));
+      EXPECT_NEAR(world.contacts()[1].depth_m, 0.25, 1e-9);  // The post, at the end pose.
+    } else {
+      EXPECT_THAT(pairs, ElementsAre(ContactPair{car, ObjectKind::kObstacle, ids[0]}));
+    }
+  }
+}
+
 // Boundary walls: a car driving east at 10 m/s in a 100 m x 50 m world touches the east wall
 // when its front 2.25 + 0.2 t >= 100, t = 488.75 -> 489, with depth 0.05 m; a car parked in
 // the south-west corner touches two walls at once.

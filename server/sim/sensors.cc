@@ -28,6 +28,55 @@ double RayToWalls(double ox, double oy, double dx, double dy, const WorldBounds&
   return t;
 }
 
+// How WalkCells entered a cell.
+enum class Entered { kStart, kStepX, kStepY };
+
+// Walks the cells of a grid `cell_m` wide that the ray from (ox, oy) along (dx, dy) crosses,
+// in order (Amanatides and Woo), from `start` (the origin's cell), calling
+// enter(cell, how, step_x, step_y) for each, until a cell starts beyond min(best, max_range_m)
+// (`best` may shrink as enter() finds hits). t_next_* is the distance at which the ray crosses
+// the next vertical / horizontal cell border.
+template <typename Enter>
+void WalkCells(GridCell start, double ox, double oy, double dx, double dy, double cell_m,
+               double max_range_m, const double& best, Enter&& enter) {
+  GridCell cell = start;
+  const int step_x = dx > 0.0 ? 1 : -1;
+  const int step_y = dy > 0.0 ? 1 : -1;
+  double t_next_x =
+      dx != 0.0 ? ((cell.x + (dx > 0.0 ? 1.0 : 0.0)) * cell_m - ox) / dx : kInfinity;
+  double t_next_y =
+      dy != 0.0 ? ((cell.y + (dy > 0.0 ? 1.0 : 0.0)) * cell_m - oy) / dy : kInfinity;
+  const double t_delta_x = dx != 0.0 ? cell_m / std::abs(dx) : kInfinity;
+  const double t_delta_y = dy != 0.0 ? cell_m / std::abs(dy) : kInfinity;
+  enter(cell, Entered::kStart, step_x, step_y);
+  // Enough cells to cover the range whatever the rounding; bounds the loop.
+  const int max_cells = 2 * static_cast<int>(max_range_m / cell_m) + 4;
+  for (int visited = 0; visited < max_cells; ++visited) {
+    double t_cell;  // Where the ray enters the next cell.
+    Entered how;
+    if (t_next_x < t_next_y) {
+      t_cell = t_next_x;
+      t_next_x += t_delta_x;
+      cell.x += step_x;
+      how = Entered::kStepX;
+    } else {
+      t_cell = t_next_y;
+      t_next_y += t_delta_y;
+      cell.y += step_y;
+      how = Entered::kStepY;
+    }
+    if (t_cell > std::min(best, max_range_m)) return;
+    enter(cell, how, step_x, step_y);
+  }
+}
+
+// Whether a walk over cells `cell_m` wide stays clear of the clamped edge cells (see
+// ClampedCellCoordinate) and is short enough to beat testing every object.
+bool CanWalk(double origin_x_m, double origin_y_m, double max_range_m, double cell_m) {
+  const double reach_m = std::max(std::abs(origin_x_m), std::abs(origin_y_m)) + max_range_m;
+  return max_range_m / cell_m <= kMaxCellsPerRay && reach_m < 0.5 * cell_m * kMaxCellCoordinate;
+}
+
 }  // namespace
 
 double CastRay(double origin_x_m, double origin_y_m, double dir_x, double dir_y,
@@ -44,61 +93,49 @@ double CastRay(double origin_x_m, double origin_y_m, double dir_x, double dir_y,
     best = std::min(best, RayToBox(origin_x_m, origin_y_m, dir_x, dir_y, obstacles[k].box));
   };
 
-  const CenterGrid& vehicles = scene.vehicle_grid;
+  // Obstacles, listed in every cell they cover of their own grid. (A ray that would walk too
+  // far, or into the clamped edge cells, tests every object instead.)
   const SpatialHashGrid& statics = scene.obstacle_grid;
-  const double cell_m = vehicles.cell_size_m();
-  // The walk needs unclamped cells (see SpatialHashGrid): a ray that may reach the clamped
-  // border (only with millimetre cells millions of metres out) tests every object instead.
-  const double reach_m = std::max(std::abs(origin_x_m), std::abs(origin_y_m)) + max_range_m;
-  if (max_range_m / cell_m > kMaxCellsPerRay ||
-      !(reach_m < 0.5 * cell_m * SpatialHashGrid::kMaxCellCoordinate)) {
-    for (std::uint32_t k = 0; k < vehicles.object_count(); ++k) try_vehicle(k);
+  if (!CanWalk(origin_x_m, origin_y_m, max_range_m, statics.cell_size_m())) {
     for (std::uint32_t k = 0; k < statics.object_count(); ++k) try_obstacle(k);
-    return best <= max_range_m ? best : kInfinity;
+  } else if (statics.object_count() > 0) {
+    for (const std::uint32_t k : statics.large_objects()) try_obstacle(k);
+    WalkCells(statics.CellOf(origin_x_m, origin_y_m), origin_x_m, origin_y_m, dir_x, dir_y,
+              statics.cell_size_m(), max_range_m, best,
+              [&](GridCell cell, Entered, int, int) { statics.ForEachInCell(cell, try_obstacle); });
   }
-  for (const std::uint32_t k : vehicles.large_objects()) try_vehicle(k);
-  for (const std::uint32_t k : statics.large_objects()) try_obstacle(k);
 
-  // Walk the cells the ray crosses (Amanatides and Woo): t_next_* is the distance at which
-  // the ray crosses the next vertical / horizontal cell border. Obstacles are listed in every
-  // cell they cover; vehicles only in the cell of their centre, so a vehicle met in a cell may
-  // be listed in a neighbour: the walk looks at the 3 x 3 block around its cell, i.e. the
-  // three cells that enter the block at each step. (A vehicle is narrower than a cell, so a
-  // vehicle the ray meets at a point has its centre within one cell of that point's cell.)
-  GridCell cell = vehicles.CellOf(origin_x_m, origin_y_m);
-  for (std::int32_t dy = -1; dy <= 1; ++dy) {
-    vehicles.ForEachInRowSpan(GridCell{cell.x - 1, cell.y + dy}, cell.x + 1, try_vehicle);
-  }
-  const int step_x = dir_x > 0.0 ? 1 : -1;
-  const int step_y = dir_y > 0.0 ? 1 : -1;
-  double t_next_x = dir_x != 0.0
-                        ? ((cell.x + (dir_x > 0.0 ? 1.0 : 0.0)) * cell_m - origin_x_m) / dir_x
-                        : kInfinity;
-  double t_next_y = dir_y != 0.0
-                        ? ((cell.y + (dir_y > 0.0 ? 1.0 : 0.0)) * cell_m - origin_y_m) / dir_y
-                        : kInfinity;
-  const double t_delta_x = dir_x != 0.0 ? cell_m / std::abs(dir_x) : kInfinity;
-  const double t_delta_y = dir_y != 0.0 ? cell_m / std::abs(dir_y) : kInfinity;
-  // Enough cells to cover the range whatever the rounding; bounds the loop.
-  const int max_cells = 2 * static_cast<int>(max_range_m / cell_m) + 4;
-  double t_cell = 0.0;  // Where the ray enters `cell`.
-  for (int visited = 0; visited < max_cells && t_cell <= std::min(best, max_range_m);
-       ++visited) {
-    statics.ForEachInCell(cell, try_obstacle);
-    if (t_next_x < t_next_y) {
-      t_cell = t_next_x;
-      t_next_x += t_delta_x;
-      cell.x += step_x;
-      for (std::int32_t dy = -1; dy <= 1; ++dy) {
-        vehicles.ForEachInRowSpan(GridCell{cell.x + step_x, cell.y + dy}, cell.x + step_x,
-                                  try_vehicle);
-      }
-    } else {
-      t_cell = t_next_y;
-      t_next_y += t_delta_y;
-      cell.y += step_y;
-      vehicles.ForEachInRowSpan(GridCell{cell.x - 1, cell.y + step_y}, cell.x + 1, try_vehicle);
-    }
+  // Vehicles, listed only in the cell of their centre: a vehicle the ray meets at a point is
+  // narrower than a cell, so its centre lies within one cell of that point's cell. The walk
+  // looks at the 3 x 3 block around each cell it enters, i.e. at the cells that join the
+  // block at each step.
+  const CenterGrid& vehicles = scene.vehicle_grid;
+  if (!CanWalk(origin_x_m, origin_y_m, max_range_m, vehicles.cell_size_m())) {
+    for (std::uint32_t k = 0; k < vehicles.object_count(); ++k) try_vehicle(k);
+  } else if (vehicles.object_count() > 0) {
+    for (const std::uint32_t k : vehicles.large_objects()) try_vehicle(k);
+    WalkCells(vehicles.CellOf(origin_x_m, origin_y_m), origin_x_m, origin_y_m, dir_x, dir_y,
+              vehicles.cell_size_m(), max_range_m, best,
+              [&](GridCell cell, Entered how, int step_x, int step_y) {
+                switch (how) {
+                  case Entered::kStart:
+                    for (std::int32_t dy = -1; dy <= 1; ++dy) {
+                      vehicles.ForEachInRowSpan(GridCell{cell.x - 1, cell.y + dy}, cell.x + 1,
+                                                try_vehicle);
+                    }
+                    break;
+                  case Entered::kStepX:
+                    for (std::int32_t dy = -1; dy <= 1; ++dy) {
+                      vehicles.ForEachInRowSpan(GridCell{cell.x + step_x, cell.y + dy},
+                                                cell.x + step_x, try_vehicle);
+                    }
+                    break;
+                  case Entered::kStepY:
+                    vehicles.ForEachInRowSpan(GridCell{cell.x - 1, cell.y + step_y}, cell.x + 1,
+                                              try_vehicle);
+                    break;
+                }
+              });
   }
   return best <= max_range_m ? best : kInfinity;
 }

@@ -7,12 +7,36 @@
 
 namespace pitlane::sim {
 
-void SpatialHashGrid::Build(double cell_size_m, absl::Span<const Aabb> boxes) {
-  ABSL_ASSERT(cell_size_m > 0.0 && std::isfinite(cell_size_m));
-  cell_size_m_ = cell_size_m;
-  inverse_cell_size_ = 1.0 / cell_size_m;
+void SpatialHashGrid::Build(double min_cell_size_m, absl::Span<const Aabb> boxes) {
+  ABSL_ASSERT(min_cell_size_m > 0.0 && std::isfinite(min_cell_size_m));
   boxes_.assign(boxes.begin(), boxes.end());
   const auto count = static_cast<std::uint32_t>(boxes_.size());
+
+  // The cell size: doubled while the finite boxes would make too many entries or too many
+  // large objects (boxes that are not finite are large at any size).
+  const std::int64_t max_entries = kMaxEntriesPerObject * count + kEntryAllowance;
+  const std::int64_t max_large = 64 + count / 64;
+  double cell_size_m = min_cell_size_m;
+  for (int doublings = 0; doublings < 64; ++doublings, cell_size_m *= 2.0) {
+    inverse_cell_size_ = 1.0 / cell_size_m;
+    std::int64_t entries = 0;
+    std::int64_t large = 0;
+    for (const Aabb& box : boxes_) {
+      if (!(std::isfinite(box.min_x_m) && std::isfinite(box.min_y_m) &&
+            std::isfinite(box.max_x_m) && std::isfinite(box.max_y_m))) {
+        continue;
+      }
+      const std::int64_t cells = CellCount(RangeOf(box));
+      if (cells > kMaxCellsPerObject) {
+        ++large;
+      } else {
+        entries += cells;
+      }
+    }
+    if (entries <= max_entries && large <= max_large) break;
+  }
+  cell_size_m_ = cell_size_m;
+  inverse_cell_size_ = 1.0 / cell_size_m;
 
   // List the (cell, object) entries in object order, each with its bucket.
   large_.clear();

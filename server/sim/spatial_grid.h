@@ -1,5 +1,6 @@
-// A uniform grid over the plane, stored as a spatial hash: the broad phase of collision and
-// the index that sensors query.
+// A uniform grid over the plane, stored as a spatial hash, that lists an object in every cell
+// it covers: the index of a world's static obstacles (which range from posts to kilometre
+// walls), queried by the collision stage and by sensors. Vehicles use CenterGrid.
 //
 // Build() lists each object in every square cell its bounding box covers, then sorts that
 // list by a hash of the cell (a counting sort: two linear passes). Memory and time are linear
@@ -57,10 +58,16 @@ class SpatialHashGrid {
   static constexpr double kMaxCellCoordinate = sim::kMaxCellCoordinate;
   // Objects covering more cells than this go to the large list.
   static constexpr std::int64_t kMaxCellsPerObject = 1024;
+  // Entries allowed on average per object, plus a fixed allowance, before cells widen.
+  static constexpr std::int64_t kMaxEntriesPerObject = 16;
+  static constexpr std::int64_t kEntryAllowance = 4096;
 
-  // Rebuilds the grid over `boxes` (object i is boxes[i]) with square cells `cell_size_m`
-  // wide (> 0, finite). Reuses its memory from build to build.
-  void Build(double cell_size_m, absl::Span<const Aabb> boxes);
+  // Rebuilds the grid over `boxes` (object i is boxes[i]) with square cells at least
+  // `min_cell_size_m` wide (> 0, finite): that size, doubled as often as needed to keep the
+  // entries within kMaxEntriesPerObject per object on average and the large objects few, so
+  // that memory stays linear in the object count whatever their sizes. Reuses its memory from
+  // build to build.
+  void Build(double min_cell_size_m, absl::Span<const Aabb> boxes);
 
   double cell_size_m() const { return cell_size_m_; }
   std::size_t object_count() const { return boxes_.size(); }
@@ -72,7 +79,9 @@ class SpatialHashGrid {
   absl::Span<const std::uint32_t> large_objects() const { return large_; }
 
   // Appends every pair of objects whose boxes overlap, each once. Returns how many pairs of
-  // entries sharing a cell were examined (the broad phase's work, for benchmarks).
+  // entries sharing a cell were examined. (Obstacles never collide with each other: the
+  // server does not call this; collision_bench runs it as the baseline the vehicles'
+  // CenterGrid is measured against.)
   std::size_t FindOverlappingPairs(std::vector<IndexPair>& pairs) const;
 
   // Calls visit(index) once for every object whose box overlaps `query`.

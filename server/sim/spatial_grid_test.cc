@@ -194,7 +194,10 @@ TEST(SpatialHashGrid, PairsMatchBruteForceOnRandomScenes) {
     const Scene scene = RandomScene(rng);
     grid.Build(scene.cell_size_m, scene.boxes);
     ASSERT_EQ(grid.object_count(), scene.boxes.size());
-    ASSERT_EQ(grid.cell_size_m(), scene.cell_size_m);
+    // The requested cell size, doubled as often as memory asks (a power of two times it).
+    const double ratio = grid.cell_size_m() / scene.cell_size_m;
+    ASSERT_GE(ratio, 1.0);
+    ASSERT_EQ(ratio, std::exp2(std::round(std::log2(ratio))));
 
     std::vector<std::uint32_t> large;
     std::size_t entries = 0;
@@ -210,6 +213,9 @@ TEST(SpatialHashGrid, PairsMatchBruteForceOnRandomScenes) {
     ASSERT_EQ(std::vector<std::uint32_t>(grid.large_objects().begin(), grid.large_objects().end()),
               large);
     ASSERT_EQ(grid.entry_count(), entries);
+    ASSERT_LE(static_cast<std::int64_t>(entries),
+              SpatialHashGrid::kMaxEntriesPerObject * static_cast<std::int64_t>(scene.boxes.size()) +
+                  SpatialHashGrid::kEntryAllowance);
     scenes_with_large += !large.empty();
     scenes_far += std::abs(scene.origin_x_m) > 1e6;
 
@@ -522,6 +528,36 @@ TEST(SpatialHashGrid, SingleObject) {
   EXPECT_TRUE(CellContents(grid, {5, 0}).empty());
   grid.FindOverlappingPairs(pairs);
   EXPECT_TRUE(pairs.empty());
+}
+
+// Many big boxes widen the cells instead of growing memory: 20,000 boxes 140 m wide in cells
+// of 5 m would list 20,000 x 29 x 29 = 16.8 million entries; the grid doubles its cells until
+// it lists at most 16 per box (plus an allowance), and queries still find exactly the boxes
+// that overlap.
+TEST(SpatialHashGrid, ManyBigBoxesWidenCellsNotMemory) {
+  std::mt19937_64 rng(77);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::vector<Aabb> boxes;
+  for (int i = 0; i < 20000; ++i) {
+    const double x = 20000.0 * unit(rng);
+    const double y = 20000.0 * unit(rng);
+    boxes.push_back(Aabb{x, y, x + 140.0, y + 140.0});
+  }
+  SpatialHashGrid grid;
+  grid.Build(5.0, boxes);
+  EXPECT_GT(grid.cell_size_m(), 5.0);
+  EXPECT_LE(static_cast<std::int64_t>(grid.entry_count()),
+            SpatialHashGrid::kMaxEntriesPerObject * 20000 + SpatialHashGrid::kEntryAllowance);
+  EXPECT_LE(grid.large_objects().size(), 64u + 20000 / 64);
+  for (int q = 0; q < 200; ++q) {
+    const double x = 20000.0 * unit(rng);
+    const double y = 20000.0 * unit(rng);
+    const Aabb query{x, y, x + 10.0 * unit(rng), y + 10.0 * unit(rng)};
+    std::vector<std::uint32_t> found;
+    grid.Query(query, [&](std::uint32_t k) { found.push_back(k); });
+    std::sort(found.begin(), found.end());
+    EXPECT_EQ(found, BruteQuery(boxes, query));
+  }
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 #include "server/sim/vehicle.h"
 
 #include <cmath>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "server/util/field_checks.h"
@@ -10,17 +9,17 @@
 namespace pitlane::sim {
 namespace {
 
-constexpr double kNoUpperBound = std::numeric_limits<double>::max();
-
 absl::Status CheckLimits(const VehicleLimits& limits) {
   RETURN_IF_ERROR(CheckPositive("limits.max_steering_angle_rad", limits.max_steering_angle_rad,
                                 kMaxSteeringLimit_rad));
+  RETURN_IF_ERROR(CheckPositive("limits.max_acceleration_mps2", limits.max_acceleration_mps2,
+                                kMaxAccelerationLimit_mps2));
+  RETURN_IF_ERROR(CheckPositive("limits.max_braking_mps2", limits.max_braking_mps2,
+                                kMaxAccelerationLimit_mps2));
   RETURN_IF_ERROR(
-      CheckPositive("limits.max_acceleration_mps2", limits.max_acceleration_mps2, kNoUpperBound));
-  RETURN_IF_ERROR(CheckPositive("limits.max_braking_mps2", limits.max_braking_mps2, kNoUpperBound));
-  RETURN_IF_ERROR(CheckPositive("limits.max_speed_mps", limits.max_speed_mps, kNoUpperBound));
+      CheckPositive("limits.max_speed_mps", limits.max_speed_mps, kMaxSpeedLimit_mps));
   return CheckInRange("limits.max_reverse_speed_mps", limits.max_reverse_speed_mps, 0.0,
-                      kNoUpperBound);
+                      kMaxSpeedLimit_mps);
 }
 
 absl::Status ResolveModel(const VehicleSpec& spec, KinematicBicycleSpec& bicycle) {

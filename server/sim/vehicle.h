@@ -17,10 +17,12 @@ namespace pitlane::sim {
 // Physical limits of a vehicle. Controls beyond them are clamped, never rejected.
 struct VehicleLimits {
   double max_steering_angle_rad = 0.6;  // Largest steering angle either way, rad, in (0, 1.5].
-  double max_acceleration_mps2 = 3.0;   // Largest acceleration that raises |speed|, m/s², > 0.
-  double max_braking_mps2 = 8.0;        // Largest deceleration that lowers |speed|, m/s², > 0.
-  double max_speed_mps = 30.0;          // Highest forward speed, m/s, > 0.
-  double max_reverse_speed_mps = 5.0;   // Highest reverse speed, m/s, >= 0.
+  // Largest acceleration that raises |speed|, m/s², in (0, kMaxAccelerationLimit_mps2].
+  double max_acceleration_mps2 = 3.0;
+  // Largest deceleration that lowers |speed|, m/s², in (0, kMaxAccelerationLimit_mps2].
+  double max_braking_mps2 = 8.0;
+  double max_speed_mps = 30.0;         // Highest forward speed, m/s, in (0, kMaxSpeedLimit_mps].
+  double max_reverse_speed_mps = 5.0;  // Highest reverse speed, m/s, in [0, kMaxSpeedLimit_mps].
 };
 
 // How a kinematic bicycle's ODE is advanced over one tick.
@@ -80,6 +82,10 @@ inline constexpr std::size_t kMaxNameBytes = 128;
 inline constexpr double kMaxCoordinate_m = 1e7;
 inline constexpr double kMaxBodyDimension_m = 100.0;
 inline constexpr double kMaxSteeringLimit_rad = 1.5;
+// Bounds on the limits themselves: far beyond any road vehicle (1000 m/s is Mach 3), and
+// they keep a tick's motion, and so the collision stage's work, bounded.
+inline constexpr double kMaxSpeedLimit_mps = 1000.0;
+inline constexpr double kMaxAccelerationLimit_mps2 = 1000.0;
 
 // Checks every field of `spec` and fills in the defaults that depend on other fields.
 // Returns InvalidArgument naming the offending field by its wire name (e.g. "length_m",

@@ -69,6 +69,24 @@ absl::StatusOr<std::vector<VehicleId>> World::Spawn(absl::Span<const VehicleSpec
                      params_.max_vehicles, " vehicles (max_vehicles); cannot add ",
                      resolved.size()));
   }
+  std::uint64_t beams = state_.scan_beams;
+  std::uint64_t slots = state_.nearest_object_slots;
+  for (const VehicleSpec& spec : resolved) {
+    beams += spec.range_scan.has_value() ? spec.range_scan->beam_count : 0;
+    slots += spec.nearest_objects.has_value() ? spec.nearest_objects->count : 0;
+  }
+  if (beams > kMaxScanBeamsPerWorld) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "vehicles: the session's range scans would total ", beams, " beams, above its limit of ",
+        kMaxScanBeamsPerWorld));
+  }
+  if (slots > kMaxNearestObjectsPerWorld) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "vehicles: the session's nearest_objects counts would total ", slots,
+        ", above its limit of ", kMaxNearestObjectsPerWorld));
+  }
+  state_.scan_beams = beams;
+  state_.nearest_object_slots = slots;
   std::vector<VehicleId> ids;
   ids.reserve(resolved.size());
   for (const VehicleSpec& spec : resolved) {
@@ -86,6 +104,9 @@ absl::Status World::Remove(VehicleId id) {
   if (index < 0) {
     return absl::NotFoundError(absl::StrCat("vehicle_id: no vehicle ", id, " in this world"));
   }
+  const VehicleSpec& spec = state_.bicycles.specs[static_cast<std::size_t>(index)];
+  state_.scan_beams -= spec.range_scan.has_value() ? spec.range_scan->beam_count : 0;
+  state_.nearest_object_slots -= spec.nearest_objects.has_value() ? spec.nearest_objects->count : 0;
   state_.bicycles.Erase(static_cast<std::size_t>(index));
   cell_size_stale_ = vehicle_grid_stale_ = true;
   return absl::OkStatus();
@@ -217,8 +238,8 @@ void World::Step(std::vector<ContactEvent>* transitions) {
   early_contacts_.clear();
   // Each collision below appends a run of contacts sorted by pair; merged at the end.
   std::size_t run_ends[4];
-  CollideWithObstacles(fleet, previous_poses_, state_.obstacles, scene_, contacts_,
-                       early_contacts_);
+  CollideWithObstacles(fleet, previous_poses_, state_.obstacles, stop_on_contact, scene_,
+                       contacts_, early_contacts_);
   if (stop_on_contact) {
     for (const EarlyContact& early : early_contacts_) {
       const std::uint32_t i = early.vehicle_index;
@@ -318,6 +339,8 @@ std::uint64_t World::StateHash() const {
   hash.AddColumn(fleet.speed_mps);
   hash.AddColumn(fleet.acceleration_mps2);
   hash.AddColumn(fleet.crashed);
+  hash.AddColumn(fleet.cos_yaw);  // Derived from yaw, but not bit-exactly for the exact arc.
+  hash.AddColumn(fleet.sin_yaw);
   hash.Add(&state_.next_obstacle_id, sizeof(state_.next_obstacle_id));
   for (const Obstacle& obstacle : state_.obstacles) {
     hash.Add(&obstacle.id, sizeof(obstacle.id));

@@ -30,6 +30,10 @@ enum class CollisionPolicy {
 
 // Most static obstacles a world may hold.
 inline constexpr std::size_t kMaxObstacles = 1'000'000;
+// Most range-scan beams, and nearest-object slots, over all the vehicles of a world: what
+// one state may carry (8 MB of ranges) and cost to compute, whatever the vehicle count.
+inline constexpr std::uint64_t kMaxScanBeamsPerWorld = 1'000'000;
+inline constexpr std::uint64_t kMaxNearestObjectsPerWorld = 100'000;
 
 // What a client asks for when it creates a world. Possibly invalid.
 struct WorldSpec {
@@ -58,6 +62,9 @@ struct WorldState {
   KinematicBicycleFleet bicycles;
   std::vector<Obstacle> obstacles;  // By ascending id.
   std::vector<Contact> contacts;    // In effect at `tick`, by pair.
+  // Totals over the vehicles alive: range_scan.beam_count and nearest_objects.count.
+  std::uint64_t scan_beams = 0;
+  std::uint64_t nearest_object_slots = 0;
 };
 
 // A vehicle and the spec it was spawned with (defaults filled in).
@@ -81,7 +88,8 @@ class World {
 
   // Adds every vehicle of `specs` at the current tick, or none. Returns their new ids in
   // order. Errors: InvalidArgument naming "[i].<field>" for the first invalid spec;
-  // ResourceExhausted if the world would exceed max_vehicles.
+  // ResourceExhausted if the world would exceed max_vehicles, kMaxScanBeamsPerWorld or
+  // kMaxNearestObjectsPerWorld.
   absl::StatusOr<std::vector<VehicleId>> Spawn(absl::Span<const VehicleSpec> specs);
 
   // Removes a vehicle. NotFound if `id` is not alive (never spawned, or removed). Its

@@ -145,6 +145,31 @@ TEST(World, RemovingKeepsTheOthersInOrderWithTheirState) {
 
 // Box2D-style determinism check: the same spec and call sequence give the same state hash,
 // and a copy of a world evolves exactly like the original.
+// Sensors are bounded per world, not only per vehicle: at most kMaxScanBeamsPerWorld beams
+// and kMaxNearestObjectsPerWorld nearest-object slots over all vehicles; removing a vehicle
+// gives its share back.
+TEST(World, SensorTotalsAreBounded) {
+  World world = MakeWorld(100000);
+  VehicleSpec scanner;
+  scanner.range_scan = RangeScanSpec{.beam_count = 4000};
+  const std::vector<VehicleSpec> fleet(kMaxScanBeamsPerWorld / 4000, scanner);
+  const std::vector<VehicleId> ids = *world.Spawn(fleet);
+  VehicleSpec one_more;
+  one_more.range_scan = RangeScanSpec{.beam_count = 1};
+  const auto refused = world.Spawn({one_more});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("vehicles: "));
+  EXPECT_EQ(world.vehicle_count(), fleet.size());
+  ASSERT_TRUE(world.Remove(ids.front()).ok());
+  EXPECT_TRUE(world.Spawn({one_more}).ok());
+
+  VehicleSpec watcher;
+  watcher.nearest_objects = NearestObjectsSpec{.count = 200};
+  const std::vector<VehicleSpec> watchers(kMaxNearestObjectsPerWorld / 200, watcher);
+  ASSERT_TRUE(world.Spawn(watchers).ok());
+  EXPECT_EQ(world.Spawn({watcher}).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
 TEST(World, IsDeterministic) {
   const auto run = [](World& world, int ticks) {
     for (int t = 0; t < ticks; ++t) {

@@ -72,8 +72,8 @@ def vehicle_spec(
     integrator: str = "semi_implicit_euler",
     limits: Optional[Mapping[str, float]] = None,
     name: str = "",
-    range_scan: Optional[Mapping[str, float]] = None,
-    nearest_objects: Optional[Mapping[str, float]] = None,
+    range_scan: Optional[Mapping[str, Union[int, float]]] = None,
+    nearest_objects: Optional[Mapping[str, Union[int, float]]] = None,
 ) -> pb.VehicleSpec:
     """Builds a kinematic-bicycle VehicleSpec.
 
@@ -251,8 +251,8 @@ class Client:
             session_id: The session.
             **spec_fields: Keyword arguments of ``vehicle_spec`` (x_m, y_m,
                 yaw_rad, speed_mps, length_m, width_m, wheelbase_m,
-                integrator, limits, name); unset ones take the server's
-                defaults.
+                integrator, limits, name, range_scan, nearest_objects);
+                unset ones take the server's defaults.
 
         Returns:
             The new vehicle's id.
@@ -387,8 +387,10 @@ class Client:
 
         Yields the current state first, then the state after every tick that
         is a multiple of ``every_n_ticks`` (server default 1). A slow reader
-        skips frames (see ``skipped_frames``). The stream ends normally when
-        the session is deleted.
+        skips frames (see ``skipped_frames``). Each message's ``events`` holds
+        the contact events since the previous message, including those of
+        decimated or skipped ticks (``dropped_events`` counts any beyond
+        100,000). The stream ends normally when the session is deleted.
 
         The returned object is the gRPC call itself: an iterator that is also
         a ``grpc.Future``. Stop it early with ``.cancel()`` (from any thread);
