@@ -67,11 +67,14 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<v1::StreamState
     if (write_in_flight_) {
       if (pending_ != nullptr) {
         ++skipped_frames_;
-        // Keep the replaced frame's transitions, in front of the new frame's events.
+        // Keep the replaced frame's transitions, in front of the new frame's events; its
+        // kOngoing events (kept or dropped) give way to the new frame's.
         std::erase_if(pending_events_.events, [](const sim::ContactEvent& event) {
           return event.phase == sim::ContactPhase::kOngoing;
         });
+        pending_events_.dropped -= pending_events_.dropped_ongoing;
         pending_events_.dropped += events.dropped;
+        pending_events_.dropped_ongoing = events.dropped_ongoing;
         session::AppendEvents(events.events, pending_events_);
       } else {
         pending_events_ = std::move(events);

@@ -193,6 +193,7 @@ void FinishEvents(absl::Span<const sim::Contact> contacts, std::uint64_t tick,
     if (contact.began_tick >= tick) continue;
     if (into.events.size() >= kMaxEventsPerFrame) {
       ++into.dropped;
+      ++into.dropped_ongoing;
       continue;
     }
     into.events.push_back({.tick = tick, .phase = sim::ContactPhase::kOngoing, .contact = contact});

@@ -57,6 +57,7 @@ struct Frame {
 struct FrameEvents {
   std::vector<sim::ContactEvent> events;
   std::uint64_t dropped = 0;
+  std::uint64_t dropped_ongoing = 0;  // The kOngoing events among `dropped`.
 };
 
 inline constexpr std::size_t kMaxEventsPerFrame = 100000;

@@ -208,6 +208,7 @@ TEST(Session, EventsBeyondTheCapAreCounted) {
   FinishEvents(std::vector<sim::Contact>(3), 10, into);
   EXPECT_EQ(into.events.size(), kMaxEventsPerFrame);
   EXPECT_EQ(into.dropped, 7u);
+  EXPECT_EQ(into.dropped_ongoing, 3u);
 }
 
 }  // namespace

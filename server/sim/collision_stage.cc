@@ -145,8 +145,8 @@ void CollideWithObstacles(const KinematicBicycleFleet& fleet,
                           absl::Span<const Obstacle> obstacles, bool stop_at_first_contact,
                           CollisionScene& scene, std::vector<Contact>& contacts,
                           std::vector<EarlyContact>& early) {
-  scene.left_to_obstacles.assign(fleet.size(), 0);
   if (obstacles.empty()) return;
+  scene.left_to_obstacles.assign(fleet.size(), 0);
   // With fewer obstacles than vehicles, the vehicles that need no sweep are found from the
   // obstacles' side later (CollideObstaclesWithVehicles): far fewer grid queries.
   const bool by_obstacle = obstacles.size() <= fleet.size();

@@ -337,6 +337,13 @@ TEST(CollisionStageTest, RejectsBadObstaclesAndBounds) {
   EXPECT_THAT(world.obstacles(), IsEmpty());
   EXPECT_THAT(std::string(world.AddObstacles({{.length_m = 0.0}}).status().message()),
               testing::StartsWith("[0].length_m"));
+  // The obstacle limit, all or none.
+  const std::vector<ObstacleSpec> many(kMaxObstacles, ObstacleSpec{.length_m = 1.0, .width_m = 1.0});
+  ASSERT_TRUE(world.AddObstacles(many).ok());
+  const auto one_more = world.AddObstacles({{.length_m = 1.0, .width_m = 1.0}});
+  EXPECT_EQ(one_more.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(one_more.status().message()), testing::StartsWith("obstacles: "));
+  EXPECT_EQ(world.obstacles().size(), kMaxObstacles);
   const auto inverted = World::Create(
       {.max_vehicles = 1, .bounds = WorldBounds{.min_x_m = 0, .min_y_m = 0, .max_x_m = 0,
                                                 .max_y_m = 1}});
