@@ -54,6 +54,21 @@ std::vector<ContactEvent> StepUntilEvent(World& world, int max_ticks) {
   return events;
 }
 
+// The body box sits (length / 2 - rear_overhang) ahead of the rear axle along the heading.
+TEST(CollisionStageTest, BodyBoxIsPlacedFromTheRearAxle) {
+  const BodyParams body{.length_m = 4.5, .width_m = 1.8, .center_offset_m = 2.25 - 0.9};
+  const CollisionBox box = VehicleBoxAt(body, {.x_m = 10, .y_m = 5, .yaw_rad = kPi / 2});
+  EXPECT_NEAR(box.center_x_m, 10, 1e-12);
+  EXPECT_NEAR(box.center_y_m, 5 + 1.35, 1e-12);
+  EXPECT_NEAR(box.axis_x, 0.0, 1e-16);
+  EXPECT_EQ(box.axis_y, 1.0);
+  EXPECT_EQ(box.half_length_m, 2.25);
+  EXPECT_EQ(box.half_width_m, 0.9);
+  // The rear edge is rear_overhang behind the axle, the front edge length - overhang ahead.
+  EXPECT_NEAR(box.center_y_m - box.half_length_m, 5 - 0.9, 1e-12);
+  EXPECT_NEAR(box.center_y_m + box.half_length_m, 5 + 3.6, 1e-12);
+}
+
 // Head-on at 5 m/s each, body centres 20 m apart: the centres close 0.2 m per tick and the
 // boxes touch once the gap is at most one length, 20 - 0.2 t <= 4.5, first at t = 78 with
 // 0.1 m overlap. Under REPORT they pass through each other and separate once

@@ -76,16 +76,4 @@ absl::Status ResolveVehicleSpec(VehicleSpec& spec) {
   return std::visit([&spec](auto& model) { return ResolveModel(spec, model); }, spec.model);
 }
 
-OrientedBox BodyBox(const BodyParams& body, const Pose2& pose) {
-  const double cos_yaw = std::cos(pose.yaw_rad);
-  const double sin_yaw = std::sin(pose.yaw_rad);
-  return OrientedBox{
-      .center_x_m = pose.x_m + body.center_offset_m * cos_yaw,
-      .center_y_m = pose.y_m + body.center_offset_m * sin_yaw,
-      .yaw_rad = pose.yaw_rad,
-      .half_length_m = 0.5 * body.length_m,
-      .half_width_m = 0.5 * body.width_m,
-  };
-}
-
 }  // namespace pitlane::sim

@@ -101,9 +101,6 @@ struct BodyParams {
   double center_offset_m = 0.0;
 };
 
-// The body box of a vehicle whose reference point is at `pose`.
-OrientedBox BodyBox(const BodyParams& body, const Pose2& pose);
-
 // A control for one vehicle, as a client sends it. Must be finite; it is clamped to the
 // vehicle's limits when applied.
 struct VehicleInput {

@@ -106,18 +106,5 @@ TEST(ResolveVehicleSpec, AcceptsTheBoundaries) {
   EXPECT_EQ(*Bicycle(spec).rear_overhang_m, 0.0);
 }
 
-// The body box sits (length / 2 - rear_overhang) ahead of the rear axle along the heading.
-TEST(BodyBox, IsPlacedFromTheRearAxle) {
-  const BodyParams body{.length_m = 4.5, .width_m = 1.8, .center_offset_m = 2.25 - 0.9};
-  const OrientedBox box = BodyBox(body, {.x_m = 10, .y_m = 5, .yaw_rad = kPi / 2});
-  EXPECT_THAT(box.center_x_m, DoubleNear(10, 1e-12));
-  EXPECT_THAT(box.center_y_m, DoubleNear(5 + 1.35, 1e-12));
-  EXPECT_EQ(box.half_length_m, 2.25);
-  EXPECT_EQ(box.half_width_m, 0.9);
-  // The rear edge is rear_overhang behind the axle, the front edge length - overhang ahead.
-  EXPECT_THAT(box.center_y_m - box.half_length_m, DoubleNear(5 - 0.9, 1e-12));
-  EXPECT_THAT(box.center_y_m + box.half_length_m, DoubleNear(5 + 3.6, 1e-12));
-}
-
 }  // namespace
 }  // namespace pitlane::sim
