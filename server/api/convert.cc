@@ -1,5 +1,7 @@
 #include "server/api/convert.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 
 namespace pitlane::api {
@@ -44,7 +46,22 @@ sim::VehicleLimits LimitsFromProto(const v1::VehicleLimits& limits) {
   if (limits.has_max_reverse_speed_mps()) {
     out.max_reverse_speed_mps = limits.max_reverse_speed_mps();
   }
+  if (limits.has_max_steering_rate_radps()) {
+    out.max_steering_rate_radps = limits.max_steering_rate_radps();
+  }
   return out;
+}
+
+// The core takes +infinity for "no steering-rate limit"; on the wire that is the field
+// unset, so an explicit non-finite value is an error.
+absl::Status CheckWireLimits(const v1::VehicleLimits& limits) {
+  if (limits.has_max_steering_rate_radps() && !std::isfinite(limits.max_steering_rate_radps())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limits.max_steering_rate_radps: must be finite (leave it unset for no "
+                     "limit), got ",
+                     limits.max_steering_rate_radps()));
+  }
+  return absl::OkStatus();
 }
 
 v1::ObjectKind ObjectKindToProto(sim::ObjectKind kind) {
@@ -139,6 +156,7 @@ absl::StatusOr<sim::VehicleSpec> VehicleSpecFromProto(const v1::VehicleSpec& spe
                       .y_m = spec.initial_pose().y_m(),
                       .yaw_rad = spec.initial_pose().yaw_rad()};
   out.initial_speed_mps = spec.initial_speed_mps();
+  if (absl::Status status = CheckWireLimits(spec.limits()); !status.ok()) return status;
   out.limits = LimitsFromProto(spec.limits());
   switch (spec.model_case()) {
     case v1::VehicleSpec::kKinematicBicycle: {
@@ -239,6 +257,9 @@ void VehicleSpecToProto(const sim::VehicleSpec& spec, v1::VehicleSpec* out) {
   limits->set_max_braking_mps2(spec.limits.max_braking_mps2);
   limits->set_max_speed_mps(spec.limits.max_speed_mps);
   limits->set_max_reverse_speed_mps(spec.limits.max_reverse_speed_mps);
+  if (std::isfinite(spec.limits.max_steering_rate_radps)) {
+    limits->set_max_steering_rate_radps(spec.limits.max_steering_rate_radps);
+  }
   std::visit(
       [out](const sim::KinematicBicycleSpec& model) {
         v1::KinematicBicycle* bicycle = out->mutable_kinematic_bicycle();

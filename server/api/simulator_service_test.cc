@@ -255,6 +255,12 @@ std::vector<BadRequest> BadRequests() {
          v1::RemoveObstacleResponse response;
          return stub.RemoveObstacle(context().get(), request, &response);
        }},
+      {"SpawnSteeringRateNaN", Code::INVALID_ARGUMENT,
+       "vehicles[0].limits.max_steering_rate_radps",
+       spawn([](auto& s) { s.mutable_limits()->set_max_steering_rate_radps(kNaN); })},
+      {"SpawnSteeringRateInf", Code::INVALID_ARGUMENT,
+       "vehicles[0].limits.max_steering_rate_radps",
+       spawn([](auto& s) { s.mutable_limits()->set_max_steering_rate_radps(kInf); })},
       {"SpawnScanZeroBeams", Code::INVALID_ARGUMENT, "vehicles[0].range_scan.beam_count",
        spawn([](auto& s) { s.mutable_range_scan()->set_beam_count(0); })},
       {"SpawnScanTooManyBeams", Code::INVALID_ARGUMENT, "vehicles[0].range_scan.beam_count",

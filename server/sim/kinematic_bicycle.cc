@@ -2,12 +2,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/base/macros.h"
 #include "server/sim/trig.h"
 
 namespace pitlane::sim {
 namespace {
+
+// tan(steer) / wheelbase: the path curvature of a steering angle, 1/m. tan from SinCos, so
+// that it does not depend on the C library.
+inline double Curvature(double steer_rad, double wheelbase_m) {
+  double sin_steer;
+  double cos_steer;
+  SinCos(steer_rad, &sin_steer, &cos_steer);
+  return sin_steer / cos_steer / wheelbase_m;
+}
 
 // sin(u), cos(u) and sin(u) / u, accurate to rounding for every u. Below |u| = 1e-4 the
 // series are used: sin u / u = 1 - u²/6 + u⁴/120 - ..., whose first dropped term, u⁴/120 <
@@ -85,19 +95,36 @@ inline void AdvanceExactArc(const KinematicBicycleParams& params, double curvatu
   v = step.speed_mps;
 }
 
-// One tick of one vehicle; the state is passed as separate variables so that the fleet loop
-// keeps its columns in registers.
-inline void Advance(const KinematicBicycleParams& params, const KinematicBicycleInput& input,
-                    double dt, double inv_dt, double& x, double& y, double& yaw, double& v,
-                    double& achieved_acceleration, double& cos_yaw, double& sin_yaw) {
+// Turns the wheels from `steer` towards `command` (whose curvature is `command_curvature`), by
+// at most rate * dt; updates the curvature they steer. Returns whether they reached it.
+inline bool TurnWheels(const KinematicBicycleParams& params, double command,
+                       double command_curvature, double dt, double& steer, double& curvature) {
+  const double to_go = command - steer;
+  const double max_turn = params.limits.max_steering_rate_radps * dt;  // +inf: no limit.
+  if (std::abs(to_go) <= max_turn) {
+    steer = command;
+    curvature = command_curvature;
+    return true;
+  }
+  steer += to_go > 0.0 ? max_turn : -max_turn;
+  curvature = Curvature(steer, params.wheelbase_m);
+  return false;
+}
+
+// One tick of one vehicle with the wheel angle in effect; the state is passed as separate
+// variables so that the fleet loop keeps its columns in registers.
+inline void Advance(const KinematicBicycleParams& params, double acceleration_command,
+                    double curvature, double dt, double inv_dt, double& x, double& y,
+                    double& yaw, double& v, double& achieved_acceleration, double& cos_yaw,
+                    double& sin_yaw) {
   const double v0 = v;
-  const double a = ClampAcceleration(params.limits, v0, input.acceleration_mps2);
+  const double a = ClampAcceleration(params.limits, v0, acceleration_command);
   switch (params.integrator) {
     case BicycleIntegrator::kSemiImplicitEuler:
-      AdvanceSemiImplicitEuler(params, input.curvature_1pm, a, dt, x, y, yaw, v, cos_yaw, sin_yaw);
+      AdvanceSemiImplicitEuler(params, curvature, a, dt, x, y, yaw, v, cos_yaw, sin_yaw);
       break;
     case BicycleIntegrator::kExactArc:
-      AdvanceExactArc(params, input.curvature_1pm, a, dt, x, y, yaw, v, cos_yaw, sin_yaw);
+      AdvanceExactArc(params, curvature, a, dt, x, y, yaw, v, cos_yaw, sin_yaw);
       break;
   }
   achieved_acceleration = (v - v0) * inv_dt;
@@ -113,7 +140,7 @@ KinematicBicycleInput MakeKinematicBicycleInput(const KinematicBicycleParams& pa
   return KinematicBicycleInput{
       .acceleration_mps2 = acceleration_mps2,
       .steering_angle_rad = steer,
-      .curvature_1pm = std::tan(steer) / params.wheelbase_m,
+      .curvature_1pm = Curvature(steer, params.wheelbase_m),
   };
 }
 
@@ -127,9 +154,16 @@ double ClampAcceleration(const VehicleLimits& limits, double speed_mps, double a
 
 void StepKinematicBicycle(const KinematicBicycleParams& params, const KinematicBicycleInput& input,
                           double dt_s, KinematicBicycleState& state) {
+  // The same arithmetic as StepFleet, one vehicle at a time.
+  double curvature = input.curvature_1pm;
+  if (state.steering_rad != input.steering_angle_rad) {
+    TurnWheels(params, input.steering_angle_rad, input.curvature_1pm, dt_s, state.steering_rad,
+               curvature);
+  }
   double cos_yaw, sin_yaw;  // Not part of the single-vehicle state.
-  Advance(params, input, dt_s, 1.0 / dt_s, state.pose.x_m, state.pose.y_m, state.pose.yaw_rad,
-          state.speed_mps, state.acceleration_mps2, cos_yaw, sin_yaw);
+  Advance(params, input.acceleration_mps2, curvature, dt_s, 1.0 / dt_s, state.pose.x_m,
+          state.pose.y_m, state.pose.yaw_rad, state.speed_mps, state.acceleration_mps2, cos_yaw,
+          sin_yaw);
 }
 
 void KinematicBicycleFleet::Append(VehicleId id, const VehicleSpec& resolved_spec,
@@ -148,7 +182,9 @@ void KinematicBicycleFleet::Append(VehicleId id, const VehicleSpec& resolved_spe
       .limits = resolved_spec.limits,
       .integrator = model.integrator,
   });
-  inputs.push_back(MakeKinematicBicycleInput(params.back(), 0.0, 0.0));
+  drive.emplace_back();
+  steering_command_rad.push_back(0.0);
+  steering_command_curvature_1pm.push_back(0.0);
   x_m.push_back(resolved_spec.initial_pose.x_m);
   y_m.push_back(resolved_spec.initial_pose.y_m);
   yaw_rad.push_back(WrapToPi(resolved_spec.initial_pose.yaw_rad));
@@ -157,6 +193,8 @@ void KinematicBicycleFleet::Append(VehicleId id, const VehicleSpec& resolved_spe
   SinCos(yaw_rad.back(), &sin_yaw.back(), &cos_yaw.back());
   speed_mps.push_back(resolved_spec.initial_speed_mps);
   acceleration_mps2.push_back(0.0);
+  steering_rad.push_back(0.0);
+  is_turning.push_back(0);
   crashed.push_back(0);
 }
 
@@ -167,15 +205,34 @@ void KinematicBicycleFleet::Erase(std::size_t index) {
   erase(specs);
   erase(bodies);
   erase(params);
-  erase(inputs);
+  erase(drive);
+  erase(steering_command_rad);
+  erase(steering_command_curvature_1pm);
   erase(x_m);
   erase(y_m);
   erase(yaw_rad);
   erase(speed_mps);
   erase(acceleration_mps2);
+  erase(steering_rad);
+  erase(is_turning);
+  // Renumber the turning list past the erased vehicle.
+  std::erase(turning, static_cast<std::uint32_t>(index));
+  for (std::uint32_t& i : turning) {
+    if (i > index) --i;
+  }
   erase(crashed);
   erase(cos_yaw);
   erase(sin_yaw);
+}
+
+void KinematicBicycleFleet::SetInput(std::size_t index, const KinematicBicycleInput& input) {
+  drive[index].acceleration_command_mps2 = input.acceleration_mps2;
+  steering_command_rad[index] = input.steering_angle_rad;
+  steering_command_curvature_1pm[index] = input.curvature_1pm;
+  if (steering_rad[index] != input.steering_angle_rad && is_turning[index] == 0) {
+    is_turning[index] = 1;
+    turning.push_back(static_cast<std::uint32_t>(index));
+  }
 }
 
 void KinematicBicycleFleet::SetPose(std::size_t index, const Pose2& pose) {
@@ -196,6 +253,7 @@ KinematicBicycleState KinematicBicycleFleet::StateAt(std::size_t index) const {
       .pose = {.x_m = x_m[index], .y_m = y_m[index], .yaw_rad = yaw_rad[index]},
       .speed_mps = speed_mps[index],
       .acceleration_mps2 = acceleration_mps2[index],
+      .steering_rad = steering_rad[index],
   };
 }
 
@@ -204,17 +262,31 @@ VehicleSnapshot KinematicBicycleFleet::SnapshotAt(std::size_t index) const {
       .id = ids[index],
       .pose = {.x_m = x_m[index], .y_m = y_m[index], .yaw_rad = yaw_rad[index]},
       .speed_mps = speed_mps[index],
-      .steering_angle_rad = inputs[index].steering_angle_rad,
+      .steering_angle_rad = steering_rad[index],
       .acceleration_mps2 = acceleration_mps2[index],
       .crashed = crashed[index] != 0,
   };
 }
 
 void StepFleet(double dt_s, KinematicBicycleFleet& fleet) {
+  // Wheels still turning towards their command (each on its own, so order does not matter).
+  for (std::size_t k = 0; k < fleet.turning.size();) {
+    const std::uint32_t i = fleet.turning[k];
+    if (TurnWheels(fleet.params[i], fleet.steering_command_rad[i],
+                   fleet.steering_command_curvature_1pm[i], dt_s, fleet.steering_rad[i],
+                   fleet.drive[i].curvature_1pm)) {
+      fleet.is_turning[i] = 0;
+      fleet.turning[k] = fleet.turning.back();
+      fleet.turning.pop_back();
+    } else {
+      ++k;
+    }
+  }
+
   const double inv_dt = 1.0 / dt_s;
   const std::size_t n = fleet.size();
   const KinematicBicycleParams* params = fleet.params.data();
-  const KinematicBicycleInput* inputs = fleet.inputs.data();
+  const KinematicBicycleFleet::Drive* drive = fleet.drive.data();
   double* x = fleet.x_m.data();
   double* y = fleet.y_m.data();
   double* yaw = fleet.yaw_rad.data();
@@ -223,8 +295,8 @@ void StepFleet(double dt_s, KinematicBicycleFleet& fleet) {
   double* cos_yaw = fleet.cos_yaw.data();
   double* sin_yaw = fleet.sin_yaw.data();
   for (std::size_t i = 0; i < n; ++i) {
-    Advance(params[i], inputs[i], dt_s, inv_dt, x[i], y[i], yaw[i], v[i], a[i], cos_yaw[i],
-            sin_yaw[i]);
+    Advance(params[i], drive[i].acceleration_command_mps2, drive[i].curvature_1pm, dt_s, inv_dt,
+            x[i], y[i], yaw[i], v[i], a[i], cos_yaw[i], sin_yaw[i]);
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "server/sim/geometry.h"
@@ -40,6 +41,7 @@ struct KinematicBicycleState {
   Pose2 pose = {};                 // Rear-axle centre; yaw wrapped to (-pi, pi].
   double speed_mps = 0.0;          // Signed speed along the heading, m/s.
   double acceleration_mps2 = 0.0;  // Achieved over the last tick: (v_new - v_old) / dt, m/s².
+  double steering_rad = 0.0;       // Wheel angle in effect over the last tick, rad.
 };
 
 // Clamps a client's control to `params`' limits and derives the curvature it steers.
@@ -54,8 +56,10 @@ KinematicBicycleInput MakeKinematicBicycleInput(const KinematicBicycleParams& pa
 // reverse (as in CommonRoad): to stop, command 0 once stopped.
 double ClampAcceleration(const VehicleLimits& limits, double speed_mps, double acceleration_mps2);
 
-// Advances one bicycle by `dt_s` seconds with the integrator in `params`. Never fails; speed
-// stays within [-max_reverse_speed_mps, max_speed_mps] and yaw within (-pi, pi].
+// Advances one bicycle by `dt_s` seconds: first the wheels turn towards the commanded angle
+// (reaching it, or by limits.max_steering_rate_radps * dt_s), then the integrator moves the
+// vehicle with that angle held over the tick. Never fails; speed stays within
+// [-max_reverse_speed_mps, max_speed_mps] and yaw within (-pi, pi].
 void StepKinematicBicycle(const KinematicBicycleParams& params, const KinematicBicycleInput& input,
                           double dt_s, KinematicBicycleState& state);
 
@@ -66,14 +70,28 @@ struct KinematicBicycleFleet {
   std::vector<VehicleSpec> specs;  // As resolved at spawn, for descriptions.
   std::vector<BodyParams> bodies;
   std::vector<KinematicBicycleParams> params;
-  // Held controls.
-  std::vector<KinematicBicycleInput> inputs;
+  // Held controls, as clamped by MakeKinematicBicycleInput (set them with SetInput).
+  std::vector<double> steering_command_rad;
+  std::vector<double> steering_command_curvature_1pm;
+  // What the step loop reads of the controls, side by side (one stream through memory):
+  // the commanded acceleration and the curvature of the wheel angle in effect.
+  struct Drive {
+    double acceleration_command_mps2 = 0.0;  // m/s².
+    double curvature_1pm = 0.0;              // tan(steering_rad) / wheelbase, 1/m.
+  };
+  std::vector<Drive> drive;
   // State, one column per variable.
   std::vector<double> x_m;
   std::vector<double> y_m;
   std::vector<double> yaw_rad;
   std::vector<double> speed_mps;
   std::vector<double> acceleration_mps2;
+  std::vector<double> steering_rad;  // Wheel angle in effect, rad.
+  // The vehicles whose wheel angle has yet to reach the command, in no particular order, and a
+  // flag per vehicle for membership: the step turns only these, so that the loop over the
+  // whole fleet never looks at steering.
+  std::vector<std::uint32_t> turning;
+  std::vector<std::uint8_t> is_turning;
   // 1 once halted by a collision under the STOP policy: speed and controls stay 0.
   std::vector<std::uint8_t> crashed;
   // cos and sin of yaw_rad, kept with it: the collision stage's body axes. SinCos(yaw_rad)
@@ -88,6 +106,8 @@ struct KinematicBicycleFleet {
   void Append(VehicleId id, const VehicleSpec& resolved_spec, const KinematicBicycleSpec& model);
   // Removes the vehicle at `index`, keeping the order of the rest.
   void Erase(std::size_t index);
+  // Replaces the held controls of the vehicle at `index`; they apply from the next step.
+  void SetInput(std::size_t index, const KinematicBicycleInput& input);
   // Moves the vehicle at `index` to `pose` (yaw wrapped), keeping cos_yaw and sin_yaw.
   void SetPose(std::size_t index, const Pose2& pose);
   // The index of `id`, or -1 when absent. O(log n).

@@ -239,6 +239,51 @@ TEST(KinematicBicycle, SteeringIsClampedAndSetsTheCurvature) {
   }
 }
 
+// With a steering-rate limit the wheels ramp at rate * dt per tick: 0.5 rad/s at 50 Hz is
+// 0.01 rad per tick, so a 0.3 rad command is reached after exactly 30 ticks and held; a
+// reversal to -0.2 rad then takes 50 ticks. Under semi-implicit Euler at constant speed v the
+// heading is the sum over ticks of v dt tan(steer_k) / L: checked against that sum (tan from
+// libm; the model's own tan agrees to rounding).
+TEST(KinematicBicycle, SteeringRateLimitRampsTheWheelsAtTheRate) {
+  KinematicBicycleParams params = Params(BicycleIntegrator::kSemiImplicitEuler);
+  params.limits.max_steering_rate_radps = 0.5;
+  KinematicBicycleState state;
+  state.speed_mps = 5.0;
+  const double v_dt = 5.0 * kDt;
+  double expected_yaw = 0.0;
+  const auto run = [&](double command, int ticks, double start, double step) {
+    const KinematicBicycleInput input = MakeKinematicBicycleInput(params, 0.0, command);
+    for (int k = 1; k <= ticks; ++k) {
+      StepKinematicBicycle(params, input, kDt, state);
+      const double expected_steer =
+          std::abs(command - start) <= k * std::abs(step) + 1e-12 ? command : start + k * step;
+      ASSERT_NEAR(state.steering_rad, expected_steer, 1e-12) << "tick " << k;
+      expected_yaw += v_dt * std::tan(expected_steer) / params.wheelbase_m;
+      ASSERT_NEAR(state.pose.yaw_rad, expected_yaw, 1e-12) << "tick " << k;
+    }
+  };
+  run(0.3, 40, 0.0, 0.01);
+  EXPECT_EQ(state.steering_rad, 0.3);  // Reached exactly, then held.
+  run(-0.2, 60, 0.3, -0.01);
+  EXPECT_EQ(state.steering_rad, -0.2);
+}
+
+// Without a limit (the default) the wheels take any command at the next tick, as before.
+TEST(KinematicBicycle, NoSteeringRateLimitTakesTheCommandAtOnce) {
+  const KinematicBicycleParams params = Params(BicycleIntegrator::kExactArc);
+  KinematicBicycleState state;
+  const KinematicBicycleInput input = MakeKinematicBicycleInput(params, 0.0, -0.55);
+  StepKinematicBicycle(params, input, kDt, state);
+  EXPECT_EQ(state.steering_rad, -0.55);
+  // The yaw turned by exactly one tick at the command's curvature (speed after one tick at
+  // 0 acceleration: 0; give it speed to see the turn).
+  KinematicBicycleState moving;
+  moving.speed_mps = 10.0;
+  StepKinematicBicycle(Params(BicycleIntegrator::kSemiImplicitEuler), input, kDt, moving);
+  EXPECT_EQ(moving.steering_rad, -0.55);
+  EXPECT_NEAR(moving.pose.yaw_rad, 10.0 * kDt * std::tan(-0.55) / 2.7, 1e-15);
+}
+
 TEST_P(BothIntegrators, YawStaysWrappedOverManyTurns) {
   // A tight circle at speed turns about 0.28 rad per tick: ~45 full turns in 1000 ticks.
   const Trajectory run = RunFor(Params(GetParam()), 0.0, 0.6, {.speed_mps = 20.0}, 1000);
@@ -263,6 +308,7 @@ TEST(WrapToPi, MapsIntoHalfOpenInterval) {
 TEST(KinematicBicycleFleet, SteppingTheFleetEqualsSteppingEachVehicleAlone) {
   KinematicBicycleFleet fleet;
   std::vector<KinematicBicycleState> alone;
+  std::vector<KinematicBicycleInput> inputs;
   for (int i = 0; i < 64; ++i) {
     VehicleSpec spec;
     spec.initial_pose = {.x_m = i * 1.5, .y_m = -i * 0.5, .yaw_rad = i * 0.3};
@@ -271,14 +317,16 @@ TEST(KinematicBicycleFleet, SteppingTheFleetEqualsSteppingEachVehicleAlone) {
     model.integrator = i % 2 ? BicycleIntegrator::kExactArc : BicycleIntegrator::kSemiImplicitEuler;
     model.rear_overhang_m = 0.9;
     fleet.Append(i + 1, spec, model);
-    fleet.inputs[i] =
-        MakeKinematicBicycleInput(fleet.params[i], (i % 5) - 2.0, (i % 9) * 0.1 - 0.4);
+    if (i % 3 == 0) fleet.params[i].limits.max_steering_rate_radps = 0.05 * (i % 4 + 1);
+    inputs.push_back(
+        MakeKinematicBicycleInput(fleet.params[i], (i % 5) - 2.0, (i % 9) * 0.1 - 0.4));
+    fleet.SetInput(i, inputs.back());
     alone.push_back(fleet.StateAt(i));
   }
   for (int tick = 0; tick < 200; ++tick) {
     StepFleet(kDt, fleet);
     for (int i = 0; i < 64; ++i)
-      StepKinematicBicycle(fleet.params[i], fleet.inputs[i], kDt, alone[i]);
+      StepKinematicBicycle(fleet.params[i], inputs[i], kDt, alone[i]);
   }
   for (int i = 0; i < 64; ++i) {
     const KinematicBicycleState state = fleet.StateAt(i);
@@ -287,6 +335,7 @@ TEST(KinematicBicycleFleet, SteppingTheFleetEqualsSteppingEachVehicleAlone) {
     EXPECT_EQ(state.pose.y_m, alone[i].pose.y_m);
     EXPECT_EQ(state.pose.yaw_rad, alone[i].pose.yaw_rad);
     EXPECT_EQ(state.speed_mps, alone[i].speed_mps);
+    EXPECT_EQ(state.steering_rad, alone[i].steering_rad);
   }
 }
 

@@ -1,6 +1,7 @@
 #include "server/sim/vehicle.h"
 
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "server/util/field_checks.h"
@@ -18,8 +19,13 @@ absl::Status CheckLimits(const VehicleLimits& limits) {
                                 kMaxAccelerationLimit_mps2));
   RETURN_IF_ERROR(
       CheckPositive("limits.max_speed_mps", limits.max_speed_mps, kMaxSpeedLimit_mps));
-  return CheckInRange("limits.max_reverse_speed_mps", limits.max_reverse_speed_mps, 0.0,
-                      kMaxSpeedLimit_mps);
+  RETURN_IF_ERROR(CheckInRange("limits.max_reverse_speed_mps", limits.max_reverse_speed_mps, 0.0,
+                               kMaxSpeedLimit_mps));
+  if (limits.max_steering_rate_radps != std::numeric_limits<double>::infinity()) {
+    RETURN_IF_ERROR(CheckPositive("limits.max_steering_rate_radps",
+                                  limits.max_steering_rate_radps, kMaxSteeringRateLimit_radps));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ResolveModel(const VehicleSpec& spec, KinematicBicycleSpec& bicycle) {

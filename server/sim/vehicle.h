@@ -3,6 +3,7 @@
 #define PITLANE_SERVER_SIM_VEHICLE_H_
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <variant>
@@ -23,6 +24,10 @@ struct VehicleLimits {
   double max_braking_mps2 = 8.0;
   double max_speed_mps = 30.0;         // Highest forward speed, m/s, in (0, kMaxSpeedLimit_mps].
   double max_reverse_speed_mps = 5.0;  // Highest reverse speed, m/s, in [0, kMaxSpeedLimit_mps].
+  // Fastest the steered wheels turn towards the commanded angle, rad/s, in
+  // (0, kMaxSteeringRateLimit_radps], or +infinity (the default): no limit, the wheels reach
+  // the command at the next tick.
+  double max_steering_rate_radps = std::numeric_limits<double>::infinity();
 };
 
 // How a kinematic bicycle's ODE is advanced over one tick.
@@ -86,6 +91,7 @@ inline constexpr double kMaxSteeringLimit_rad = 1.5;
 // they keep a tick's motion, and so the collision stage's work, bounded.
 inline constexpr double kMaxSpeedLimit_mps = 1000.0;
 inline constexpr double kMaxAccelerationLimit_mps2 = 1000.0;
+inline constexpr double kMaxSteeringRateLimit_radps = 100.0;
 
 // Checks every field of `spec` and fills in the defaults that depend on other fields.
 // Returns InvalidArgument naming the offending field by its wire name (e.g. "length_m",
@@ -135,7 +141,9 @@ struct VehicleSnapshot {
   VehicleId id = 0;
   Pose2 pose;                       // Reference point; yaw wrapped to (-pi, pi].
   double speed_mps = 0.0;           // Signed speed along the heading, m/s.
-  double steering_angle_rad = 0.0;  // Steering in effect after clamping, rad.
+  // Steered-wheel angle in effect over the last tick (after clamping and the steering-rate
+  // limit), rad.
+  double steering_angle_rad = 0.0;
   double acceleration_mps2 = 0.0;   // Acceleration achieved over the last tick, m/s².
   // Halted by a collision under the STOP policy; ignores controls until removed.
   bool crashed = false;

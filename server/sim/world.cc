@@ -181,8 +181,9 @@ absl::Status World::SetInputs(absl::Span<const VehicleInput> inputs) {
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const std::size_t index = indices[i];
     if (fleet.crashed[index] != 0) continue;
-    fleet.inputs[index] = MakeKinematicBicycleInput(
-        fleet.params[index], inputs[i].acceleration_mps2, inputs[i].steering_angle_rad);
+    fleet.SetInput(index, MakeKinematicBicycleInput(fleet.params[index],
+                                                    inputs[i].acceleration_mps2,
+                                                    inputs[i].steering_angle_rad));
   }
   return absl::OkStatus();
 }
@@ -208,7 +209,7 @@ void World::Crash(std::size_t index) {
   fleet.speed_mps[index] = 0.0;
   fleet.acceleration_mps2[index] = 0.0;
   // Zero controls keep it where it is: the integrators move nothing at zero speed.
-  fleet.inputs[index] = MakeKinematicBicycleInput(fleet.params[index], 0.0, 0.0);
+  fleet.SetInput(index, MakeKinematicBicycleInput(fleet.params[index], 0.0, 0.0));
 }
 
 void World::Step(std::vector<ContactEvent>* transitions) {
@@ -329,15 +330,14 @@ std::uint64_t World::StateHash() const {
   hash.Add(&state_.tick, sizeof(state_.tick));
   hash.Add(&state_.next_vehicle_id, sizeof(state_.next_vehicle_id));
   hash.AddColumn(fleet.ids);
-  for (const KinematicBicycleInput& input : fleet.inputs) {
-    hash.Add(&input.acceleration_mps2, sizeof(double));
-    hash.Add(&input.steering_angle_rad, sizeof(double));
-  }
+  hash.AddColumn(fleet.drive);
+  hash.AddColumn(fleet.steering_command_rad);
   hash.AddColumn(fleet.x_m);
   hash.AddColumn(fleet.y_m);
   hash.AddColumn(fleet.yaw_rad);
   hash.AddColumn(fleet.speed_mps);
   hash.AddColumn(fleet.acceleration_mps2);
+  hash.AddColumn(fleet.steering_rad);
   hash.AddColumn(fleet.crashed);
   hash.AddColumn(fleet.cos_yaw);  // Derived from yaw, but not bit-exactly for the exact arc.
   hash.AddColumn(fleet.sin_yaw);

@@ -139,8 +139,11 @@ TEST(World, RemovingKeepsTheOthersInOrderWithTheirState) {
   EXPECT_EQ(vehicles[0].speed_mps, 2.0);
   EXPECT_EQ(vehicles[1].id, 3u);
   EXPECT_EQ(vehicles[1].pose.x_m, 20.0);
-  EXPECT_EQ(vehicles[1].steering_angle_rad, 0.1);
   EXPECT_EQ(world.DescribeVehicles()[1].spec.initial_speed_mps, 3.0);
+  // Its held control survived the removal: the wheels take it at the next tick.
+  EXPECT_EQ(vehicles[1].steering_angle_rad, 0.0);
+  world.Step();
+  EXPECT_EQ(world.Snapshot()[1].steering_angle_rad, 0.1);
 }
 
 // Box2D-style determinism check: the same spec and call sequence give the same state hash,

@@ -159,6 +159,14 @@ SPEC_CASES = [
     ("limits.max_braking_mps2", -1.0),
     ("limits.max_speed_mps", INF),
     ("limits.max_reverse_speed_mps", -1.0),
+    ("limits.max_speed_mps", 1001.0),  # Above the 1000 m/s cap.
+    ("limits.max_acceleration_mps2", 1e6),
+    ("limits.max_steering_rate_radps", 0.0),
+    ("limits.max_steering_rate_radps", INF),
+    ("range_scan.beam_count", 0),
+    ("range_scan.field_of_view_rad", 7.0),
+    ("nearest_objects.count", 300),
+    ("nearest_objects.radius_m", -1.0),
     ("name", "x" * 129),  # Over 128 bytes.
 ]
 

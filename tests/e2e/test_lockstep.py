@@ -127,3 +127,19 @@ def test_yaw_is_always_wrapped(client, session_id):
 def test_initial_yaw_is_wrapped(client, session_id, yaw_in, yaw_out):
     car = client.spawn_vehicle(session_id, yaw_rad=yaw_in)
     assert vehicle(client.get_state(session_id), car).yaw_rad == pytest.approx(yaw_out, abs=1e-12)
+
+
+def test_steering_rate_limit_ramps_the_wheels(client, session_id):
+    # 0.5 rad/s at 50 Hz: 0.01 rad per tick towards the command; the state reports the wheel
+    # angle in effect, which a new command reaches from the next tick on.
+    car = client.spawn_vehicle(
+        session_id, speed_mps=5.0, limits={"max_steering_rate_radps": 0.5}
+    )
+    client.set_controls(session_id, {car: (0.0, 0.3)})
+    assert vehicle(client.get_state(session_id), car).steering_angle_rad == 0.0
+    state = client.step(session_id, 10)
+    assert vehicle(state, car).steering_angle_rad == pytest.approx(0.1, abs=1e-12)
+    state = client.step(session_id, 25)
+    assert vehicle(state, car).steering_angle_rad == 0.3
+    spec = client.get_session(session_id).vehicles[0].spec
+    assert spec.limits.max_steering_rate_radps == 0.5
