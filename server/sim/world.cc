@@ -286,6 +286,8 @@ std::vector<VehicleSnapshot> World::Snapshot() const {
   std::vector<VehicleSnapshot> vehicles;
   vehicles.reserve(fleet.size());
   for (std::size_t i = 0; i < fleet.size(); ++i) vehicles.push_back(fleet.SnapshotAt(i));
+  // Most worlds carry no sensors: then there is nothing to look up per vehicle.
+  if (state_.scan_beams == 0 && state_.nearest_object_slots == 0) return vehicles;
 
   // Sensors, for the vehicles that carry them, from the grids of the current state (rebuilt
   // here if vehicles or obstacles changed since the last step).
