@@ -12,23 +12,9 @@
 #include "absl/status/status.h"
 #include "server/sim/geometry.h"
 #include "server/sim/ids.h"
+#include "server/sim/model_common.h"
 
 namespace pitlane::sim {
-
-// Physical limits of a vehicle. Controls beyond them are clamped, never rejected.
-struct VehicleLimits {
-  double max_steering_angle_rad = 0.6;  // Largest steering angle either way, rad, in (0, 1.5].
-  // Largest acceleration that raises |speed|, m/s², in (0, kMaxAccelerationLimit_mps2].
-  double max_acceleration_mps2 = 3.0;
-  // Largest deceleration that lowers |speed|, m/s², in (0, kMaxAccelerationLimit_mps2].
-  double max_braking_mps2 = 8.0;
-  double max_speed_mps = 30.0;         // Highest forward speed, m/s, in (0, kMaxSpeedLimit_mps].
-  double max_reverse_speed_mps = 5.0;  // Highest reverse speed, m/s, in [0, kMaxSpeedLimit_mps].
-  // Fastest the steered wheels turn towards the commanded angle, rad/s, in
-  // (0, kMaxSteeringRateLimit_radps], or +infinity (the default): no limit, the wheels reach
-  // the command at the next tick.
-  double max_steering_rate_radps = std::numeric_limits<double>::infinity();
-};
 
 // How a kinematic bicycle's ODE is advanced over one tick.
 enum class BicycleIntegrator {
