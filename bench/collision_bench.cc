@@ -76,7 +76,7 @@ struct Scene {
   double side_m = 0.0;  // Of the square.
   std::vector<VehicleSpec> specs;
   std::vector<double> steering_rad;
-  KinematicBicycleFleet fleet;  // The same cars, appended directly.
+  VehicleTable fleet;           // The same cars, appended directly.
   CollisionScene collision;     // Boxes, bounds and the cell size the world would choose.
   std::optional<Truth> truth;   // Computed on first use.
 };
@@ -98,8 +98,7 @@ std::unique_ptr<Scene> MakeScene(Density density, std::size_t n) {
     spec.initial_pose = {.x_m = position(rng), .y_m = position(rng), .yaw_rad = heading(rng)};
     spec.initial_speed_mps = kSpeed_mps;
     if (!ResolveVehicleSpec(spec).ok()) std::abort();
-    scene->fleet.Append(static_cast<VehicleId>(i + 1), spec,
-                        std::get<KinematicBicycleSpec>(spec.model));
+    scene->fleet.Append(static_cast<VehicleId>(i + 1), spec);
     scene->specs.push_back(std::move(spec));
     scene->steering_rad.push_back((rng() & 1 ? 1.0 : -1.0) * steering(rng));
   }
@@ -282,9 +281,11 @@ void BM_StepWorld(benchmark::State& state, Density density, std::size_t n, std::
 }
 
 void BM_StepDynamicsOnly(benchmark::State& state, Density density, std::size_t n) {
-  KinematicBicycleFleet fleet = GetWorld(density, n, 0).state().bicycles;
+  WorldState world_state = GetWorld(density, n, 0).state();
+  KinematicBicycleFleet& fleet = world_state.fleets.kinematic_bicycle;
   for (auto _ : state) {
-    StepFleet(kDt_s, fleet);
+    fleet.Step(kDt_s);
+    fleet.Publish(world_state.vehicles);
     benchmark::ClobberMemory();
   }
   state.counters["per_vehicle"] = PerItem(static_cast<double>(n));

@@ -38,10 +38,12 @@ World MakeWorld(std::int64_t n, BicycleIntegrator integrator) {
 void BM_Dynamics(benchmark::State& state, BicycleIntegrator integrator) {
   const std::int64_t n = state.range(0);
   const World world = MakeWorld(n, integrator);
-  KinematicBicycleFleet fleet = world.state().bicycles;
+  WorldState world_state = world.state();
+  KinematicBicycleFleet& fleet = world_state.fleets.kinematic_bicycle;
   const double dt_s = world.params().dt_s;
   for (auto _ : state) {
-    StepFleet(dt_s, fleet);
+    fleet.Step(dt_s);
+    fleet.Publish(world_state.vehicles);
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * n);

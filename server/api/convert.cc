@@ -33,8 +33,8 @@ v1::BicycleIntegrator IntegratorToProto(sim::BicycleIntegrator integrator) {
   return v1::BICYCLE_INTEGRATOR_UNSPECIFIED;
 }
 
-sim::VehicleLimits LimitsFromProto(const v1::VehicleLimits& limits) {
-  sim::VehicleLimits out;
+sim::VehicleLimitsSpec LimitsFromProto(const v1::VehicleLimits& limits) {
+  sim::VehicleLimitsSpec out;
   if (limits.has_max_steering_angle_rad()) {
     out.max_steering_angle_rad = limits.max_steering_angle_rad();
   }
@@ -170,6 +170,15 @@ absl::StatusOr<sim::VehicleSpec> VehicleSpecFromProto(const v1::VehicleSpec& spe
       out.model = model;
       break;
     }
+    case v1::VehicleSpec::kPhysicsBody: {
+      const v1::PhysicsBody& body = spec.physics_body();
+      sim::PhysicsBodySpec model;
+      if (body.has_drag_factor_per_frame()) {
+        model.drag_factor_per_frame = body.drag_factor_per_frame();
+      }
+      out.model = model;
+      break;
+    }
     case v1::VehicleSpec::MODEL_NOT_SET:
       return absl::InvalidArgumentError("model: required (set e.g. kinematic_bicycle)");
   }
@@ -190,9 +199,17 @@ absl::StatusOr<sim::VehicleSpec> VehicleSpecFromProto(const v1::VehicleSpec& spe
 }
 
 sim::VehicleInput VehicleInputFromProto(const v1::VehicleControl& control) {
-  return sim::VehicleInput{.id = control.vehicle_id(),
-                           .acceleration_mps2 = control.acceleration_mps2(),
-                           .steering_angle_rad = control.steering_angle_rad()};
+  return sim::VehicleInput{
+      .id = control.vehicle_id(),
+      .acceleration_mps2 = control.acceleration_mps2(),
+      .steering_angle_rad = control.steering_angle_rad(),
+      .throttle = control.throttle(),
+      .brake = control.brake(),
+      .target_speed_mps = control.has_target_speed_mps()
+                              ? std::optional<double>(control.target_speed_mps())
+                              : std::nullopt,
+      .yaw_rate_radps = control.yaw_rate_radps(),
+  };
 }
 
 void SimTimeToProto(const session::SimTime& time, v1::SimTime* out) {
@@ -251,25 +268,33 @@ void VehicleSpecToProto(const sim::VehicleSpec& spec, v1::VehicleSpec* out) {
   out->mutable_initial_pose()->set_y_m(spec.initial_pose.y_m);
   out->mutable_initial_pose()->set_yaw_rad(spec.initial_pose.yaw_rad);
   out->set_initial_speed_mps(spec.initial_speed_mps);
+  // The limits the model uses (set by ResolveVehicleSpec); "no limit" is the field unset.
   v1::VehicleLimits* limits = out->mutable_limits();
-  limits->set_max_steering_angle_rad(spec.limits.max_steering_angle_rad);
-  limits->set_max_acceleration_mps2(spec.limits.max_acceleration_mps2);
-  limits->set_max_braking_mps2(spec.limits.max_braking_mps2);
-  limits->set_max_speed_mps(spec.limits.max_speed_mps);
-  limits->set_max_reverse_speed_mps(spec.limits.max_reverse_speed_mps);
-  if (std::isfinite(spec.limits.max_steering_rate_radps)) {
-    limits->set_max_steering_rate_radps(spec.limits.max_steering_rate_radps);
+  const sim::VehicleLimitsSpec& set = spec.limits;
+  if (set.max_steering_angle_rad) limits->set_max_steering_angle_rad(*set.max_steering_angle_rad);
+  if (set.max_acceleration_mps2) limits->set_max_acceleration_mps2(*set.max_acceleration_mps2);
+  if (set.max_braking_mps2) limits->set_max_braking_mps2(*set.max_braking_mps2);
+  if (set.max_speed_mps) limits->set_max_speed_mps(*set.max_speed_mps);
+  if (set.max_reverse_speed_mps) limits->set_max_reverse_speed_mps(*set.max_reverse_speed_mps);
+  if (set.max_steering_rate_radps && std::isfinite(*set.max_steering_rate_radps)) {
+    limits->set_max_steering_rate_radps(*set.max_steering_rate_radps);
   }
-  std::visit(
-      [out](const sim::KinematicBicycleSpec& model) {
-        v1::KinematicBicycle* bicycle = out->mutable_kinematic_bicycle();
-        bicycle->set_wheelbase_m(model.wheelbase_m);
-        if (model.rear_overhang_m.has_value()) {
-          bicycle->set_rear_overhang_m(*model.rear_overhang_m);
-        }
-        bicycle->set_integrator(IntegratorToProto(model.integrator));
-      },
-      spec.model);
+  struct ModelToProto {
+    v1::VehicleSpec* out;
+    void operator()(const sim::KinematicBicycleSpec& model) const {
+      v1::KinematicBicycle* bicycle = out->mutable_kinematic_bicycle();
+      bicycle->set_wheelbase_m(model.wheelbase_m);
+      if (model.rear_overhang_m.has_value()) bicycle->set_rear_overhang_m(*model.rear_overhang_m);
+      bicycle->set_integrator(IntegratorToProto(model.integrator));
+    }
+    void operator()(const sim::PhysicsBodySpec& model) const {
+      v1::PhysicsBody* body = out->mutable_physics_body();
+      if (model.drag_factor_per_frame) {
+        body->set_drag_factor_per_frame(*model.drag_factor_per_frame);
+      }
+    }
+  };
+  std::visit(ModelToProto{out}, spec.model);
   if (spec.range_scan.has_value()) {
     v1::RangeScanSpec* scan = out->mutable_range_scan();
     scan->set_beam_count(spec.range_scan->beam_count);
@@ -316,9 +341,15 @@ void FrameToProto(const session::Frame& frame, v1::WorldState* out) {
     state->set_y_m(vehicle.pose.y_m);
     state->set_yaw_rad(vehicle.pose.yaw_rad);
     state->set_speed_mps(vehicle.speed_mps);
-    state->set_steering_angle_rad(vehicle.steering_angle_rad);
-    state->set_acceleration_mps2(vehicle.acceleration_mps2);
+    const sim::VehicleReadout& readout = vehicle.readout;
+    state->set_steering_angle_rad(readout.steering_angle_rad);
+    state->set_acceleration_mps2(readout.acceleration_mps2);
     state->set_crashed(vehicle.crashed);
+    state->set_yaw_rate_radps(readout.yaw_rate_radps);
+    state->set_lateral_speed_mps(readout.lateral_speed_mps);
+    state->set_kinetic_energy_j(readout.kinetic_energy_j);
+    state->set_dissipated_energy_j(readout.dissipated_energy_j);
+
     if (vehicle.range_scan.has_value()) {
       v1::RangeScan* scan = state->mutable_range_scan();
       scan->set_angle_min_rad(vehicle.range_scan->angle_min_rad);

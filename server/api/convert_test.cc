@@ -81,8 +81,7 @@ TEST(FrameToProto, CopiesEveryField) {
       .vehicles = {{.id = 3,
                     .pose = {.x_m = 1, .y_m = 2, .yaw_rad = -1},
                     .speed_mps = 4,
-                    .steering_angle_rad = 0.1,
-                    .acceleration_mps2 = -2}}};
+                    .readout = {.steering_angle_rad = 0.1, .acceleration_mps2 = -2}}}};
   v1::WorldState state;
   FrameToProto(frame, &state);
   EXPECT_EQ(state.time().tick(), 7u);

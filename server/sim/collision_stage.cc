@@ -70,7 +70,7 @@ Sweep PlanSweep(const BodyParams& body, const Pose2& from, const Pose2& to) {
 
 }  // namespace
 
-double GridCellSize(const KinematicBicycleFleet& fleet) {
+double GridCellSize(const VehicleTable& fleet) {
   if (fleet.size() == 0) return kDefaultCellSize_m;
   const auto diagonal = [](const BodyParams& body) {
     return std::sqrt(body.length_m * body.length_m + body.width_m * body.width_m);
@@ -102,7 +102,7 @@ CollisionBox VehicleBoxAt(const BodyParams& body, const Pose2& pose) {
   };
 }
 
-CollisionBox VehicleBox(const KinematicBicycleFleet& fleet, std::size_t index) {
+CollisionBox VehicleBox(const VehicleTable& fleet, std::size_t index) {
   // As VehicleBoxAt, with the fleet's cos and sin of the yaw (the same SinCos values).
   const BodyParams& body = fleet.bodies[index];
   const double cos_yaw = fleet.cos_yaw[index];
@@ -117,7 +117,7 @@ CollisionBox VehicleBox(const KinematicBicycleFleet& fleet, std::size_t index) {
   };
 }
 
-void ComputeVehicleBoxes(const KinematicBicycleFleet& fleet, CollisionScene& scene) {
+void ComputeVehicleBoxes(const VehicleTable& fleet, CollisionScene& scene) {
   const std::size_t n = fleet.size();
   scene.vehicle_boxes.resize(n);
   scene.vehicle_bounds.resize(n);
@@ -127,7 +127,7 @@ void ComputeVehicleBoxes(const KinematicBicycleFleet& fleet, CollisionScene& sce
   }
 }
 
-void IndexVehicles(const KinematicBicycleFleet& fleet, CollisionScene& scene) {
+void IndexVehicles(const VehicleTable& fleet, CollisionScene& scene) {
   ComputeVehicleBoxes(fleet, scene);
   scene.vehicle_grid.Build(scene.cell_size_m, scene.vehicle_bounds);
 }
@@ -140,7 +140,7 @@ void IndexObstacles(absl::Span<const Obstacle> obstacles, CollisionScene& scene)
   scene.obstacle_grid.Build(scene.cell_size_m, scene.obstacle_bounds);
 }
 
-void CollideWithObstacles(const KinematicBicycleFleet& fleet,
+void CollideWithObstacles(const VehicleTable& fleet,
                           absl::Span<const Pose2> previous_poses,
                           absl::Span<const Obstacle> obstacles, bool stop_at_first_contact,
                           CollisionScene& scene, std::vector<Contact>& contacts,
@@ -218,7 +218,7 @@ void CollideWithObstacles(const KinematicBicycleFleet& fleet,
   }
 }
 
-void CollideObstaclesWithVehicles(const KinematicBicycleFleet& fleet,
+void CollideObstaclesWithVehicles(const VehicleTable& fleet,
                                   absl::Span<const Obstacle> obstacles,
                                   const CollisionScene& scene, std::vector<Contact>& contacts) {
   const std::size_t run_start = contacts.size();
@@ -242,7 +242,7 @@ void CollideObstaclesWithVehicles(const KinematicBicycleFleet& fleet,
             [](const Contact& a, const Contact& b) { return a.pair < b.pair; });
 }
 
-std::size_t CollideVehicles(const KinematicBicycleFleet& fleet, CollisionScene& scene,
+std::size_t CollideVehicles(const VehicleTable& fleet, CollisionScene& scene,
                             std::vector<Contact>& contacts) {
   scene.pairs.clear();
   const std::size_t examined = scene.vehicle_grid.FindOverlappingPairs(scene.pairs);
@@ -266,7 +266,7 @@ std::size_t CollideVehicles(const KinematicBicycleFleet& fleet, CollisionScene& 
   return examined;
 }
 
-void CollideWithWalls(const KinematicBicycleFleet& fleet, const WorldBounds& bounds,
+void CollideWithWalls(const VehicleTable& fleet, const WorldBounds& bounds,
                       const CollisionScene& scene, std::vector<Contact>& contacts) {
   // A box's bounds are its exact extremes plus the tolerance, so comparing them with a wall
   // applies the same contact rule as the box-box test.

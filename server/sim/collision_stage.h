@@ -21,7 +21,7 @@
 #include "server/sim/collision.h"
 #include "server/sim/contacts.h"
 #include "server/sim/geometry.h"
-#include "server/sim/kinematic_bicycle.h"
+#include "server/sim/vehicle_table.h"
 #include "server/sim/obstacle.h"
 #include "server/sim/spatial_grid.h"
 
@@ -51,17 +51,17 @@ struct CollisionScene {
 // The grid cell size for a fleet: wide enough for every vehicle's bounding box in any
 // heading (the largest body diagonal), except that vehicles more than four times the mean
 // diagonal do not widen it (they go to the grid's large list). 5 m for an empty fleet.
-double GridCellSize(const KinematicBicycleFleet& fleet);
+double GridCellSize(const VehicleTable& fleet);
 
 // The body box of vehicle `index` at its current pose.
-CollisionBox VehicleBox(const KinematicBicycleFleet& fleet, std::size_t index);
+CollisionBox VehicleBox(const VehicleTable& fleet, std::size_t index);
 // The body box of a vehicle with body `body` whose reference point is at `pose`.
 CollisionBox VehicleBoxAt(const BodyParams& body, const Pose2& pose);
 
 // Computes every vehicle's box and bounds (vehicle_boxes, vehicle_bounds).
-void ComputeVehicleBoxes(const KinematicBicycleFleet& fleet, CollisionScene& scene);
+void ComputeVehicleBoxes(const VehicleTable& fleet, CollisionScene& scene);
 // ComputeVehicleBoxes, then rebuilds the vehicle grid with the scene's cell size.
-void IndexVehicles(const KinematicBicycleFleet& fleet, CollisionScene& scene);
+void IndexVehicles(const VehicleTable& fleet, CollisionScene& scene);
 // Rebuilds the obstacle grid with the scene's cell size.
 void IndexObstacles(absl::Span<const Obstacle> obstacles, CollisionScene& scene);
 
@@ -81,7 +81,7 @@ struct EarlyContact {
 // A swept vehicle's contacts are those of the first sample that touches anything; unless
 // `stop_at_first_contact` (policy STOP: the vehicle will be moved back there), also those of
 // its end pose.
-void CollideWithObstacles(const KinematicBicycleFleet& fleet,
+void CollideWithObstacles(const VehicleTable& fleet,
                           absl::Span<const Pose2> previous_poses,
                           absl::Span<const Obstacle> obstacles, bool stop_at_first_contact,
                           CollisionScene& scene, std::vector<Contact>& contacts,
@@ -90,17 +90,17 @@ void CollideWithObstacles(const KinematicBicycleFleet& fleet,
 // Appends, sorted by pair, the contacts with obstacles of the vehicles CollideWithObstacles
 // left out (scene.left_to_obstacles), found from each obstacle through the vehicle grid, which
 // must be built.
-void CollideObstaclesWithVehicles(const KinematicBicycleFleet& fleet,
+void CollideObstaclesWithVehicles(const VehicleTable& fleet,
                                   absl::Span<const Obstacle> obstacles,
                                   const CollisionScene& scene, std::vector<Contact>& contacts);
 
 // Appends the contacts between vehicles (from the vehicle grid and boxes), sorted by pair.
 // Returns the number of box pairs the broad phase compared.
-std::size_t CollideVehicles(const KinematicBicycleFleet& fleet, CollisionScene& scene,
+std::size_t CollideVehicles(const VehicleTable& fleet, CollisionScene& scene,
                             std::vector<Contact>& contacts);
 
 // Appends the contacts of every vehicle with the boundary walls, sorted by pair.
-void CollideWithWalls(const KinematicBicycleFleet& fleet, const WorldBounds& bounds,
+void CollideWithWalls(const VehicleTable& fleet, const WorldBounds& bounds,
                       const CollisionScene& scene, std::vector<Contact>& contacts);
 
 // Sorts contacts by pair, the order in which they are reported, given that they are made of

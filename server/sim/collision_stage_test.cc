@@ -471,7 +471,7 @@ TEST(CollisionStageTest, FleetKeepsTheBodyAxisOfItsYaw) {
     }
     ASSERT_TRUE(world.SetInputs(inputs).ok());
     for (int tick = 0; tick < 2000; ++tick) world.Step();
-    const KinematicBicycleFleet& fleet = world.state().bicycles;
+    const VehicleTable& fleet = world.state().vehicles;
     for (std::size_t i = 0; i < fleet.size(); ++i) {
       double sin_yaw;
       double cos_yaw;

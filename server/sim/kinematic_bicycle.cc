@@ -166,20 +166,13 @@ void StepKinematicBicycle(const KinematicBicycleParams& params, const KinematicB
           sin_yaw);
 }
 
-void KinematicBicycleFleet::Append(VehicleId id, const VehicleSpec& resolved_spec,
+void KinematicBicycleFleet::Append(std::uint32_t row, const VehicleSpec& resolved_spec,
                                    const KinematicBicycleSpec& model) {
-  ABSL_ASSERT(ids.empty() || id > ids.back());
-  const double rear_overhang_m = model.rear_overhang_m.value_or(0.0);
-  ids.push_back(id);
-  specs.push_back(resolved_spec);
-  bodies.push_back(BodyParams{
-      .length_m = resolved_spec.length_m,
-      .width_m = resolved_spec.width_m,
-      .center_offset_m = 0.5 * resolved_spec.length_m - rear_overhang_m,
-  });
+  ABSL_ASSERT(rows.empty() || row > rows.back());
+  rows.push_back(row);
   params.push_back(KinematicBicycleParams{
       .wheelbase_m = model.wheelbase_m,
-      .limits = resolved_spec.limits,
+      .limits = LimitsOf(resolved_spec),
       .integrator = model.integrator,
   });
   drive.emplace_back();
@@ -195,15 +188,17 @@ void KinematicBicycleFleet::Append(VehicleId id, const VehicleSpec& resolved_spe
   acceleration_mps2.push_back(0.0);
   steering_rad.push_back(0.0);
   is_turning.push_back(0);
-  crashed.push_back(0);
+}
+
+void KinematicBicycleFleet::Append(std::uint32_t row, const VehicleSpec& resolved_spec,
+                                   double /*dt_s*/) {
+  Append(row, resolved_spec, std::get<KinematicBicycleSpec>(resolved_spec.model));
 }
 
 void KinematicBicycleFleet::Erase(std::size_t index) {
   ABSL_ASSERT(index < size());
   const auto erase = [index](auto& column) { column.erase(column.begin() + index); };
-  erase(ids);
-  erase(specs);
-  erase(bodies);
+  erase(rows);
   erase(params);
   erase(drive);
   erase(steering_command_rad);
@@ -220,7 +215,6 @@ void KinematicBicycleFleet::Erase(std::size_t index) {
   for (std::uint32_t& i : turning) {
     if (i > index) --i;
   }
-  erase(crashed);
   erase(cos_yaw);
   erase(sin_yaw);
 }
@@ -242,10 +236,32 @@ void KinematicBicycleFleet::SetPose(std::size_t index, const Pose2& pose) {
   SinCos(yaw_rad[index], &sin_yaw[index], &cos_yaw[index]);
 }
 
-std::ptrdiff_t KinematicBicycleFleet::Find(VehicleId id) const {
-  const auto it = std::lower_bound(ids.begin(), ids.end(), id);
-  if (it == ids.end() || *it != id) return -1;
-  return it - ids.begin();
+void KinematicBicycleFleet::SetControls(std::size_t index, const VehicleInput& input) {
+  SetInput(index, MakeKinematicBicycleInput(params[index], input.acceleration_mps2,
+                                            input.steering_angle_rad));
+}
+
+void KinematicBicycleFleet::Halt(std::size_t index) {
+  speed_mps[index] = 0.0;
+  acceleration_mps2[index] = 0.0;
+  // Zero controls keep it where it is: the integrators move nothing at zero speed.
+  SetInput(index, MakeKinematicBicycleInput(params[index], 0.0, 0.0));
+}
+
+void KinematicBicycleFleet::Step(double dt_s) { StepFleet(dt_s, *this); }
+
+void KinematicBicycleFleet::PublishOne(std::size_t i, VehicleTable& table) const {
+  const std::uint32_t row = rows[i];
+  table.x_m[row] = x_m[i];
+  table.y_m[row] = y_m[i];
+  table.yaw_rad[row] = yaw_rad[i];
+  table.speed_mps[row] = speed_mps[i];
+  table.cos_yaw[row] = cos_yaw[i];
+  table.sin_yaw[row] = sin_yaw[i];
+}
+
+void KinematicBicycleFleet::Publish(VehicleTable& table) const {
+  for (std::size_t i = 0; i < size(); ++i) PublishOne(i, table);
 }
 
 KinematicBicycleState KinematicBicycleFleet::StateAt(std::size_t index) const {
@@ -257,14 +273,11 @@ KinematicBicycleState KinematicBicycleFleet::StateAt(std::size_t index) const {
   };
 }
 
-VehicleSnapshot KinematicBicycleFleet::SnapshotAt(std::size_t index) const {
-  return VehicleSnapshot{
-      .id = ids[index],
-      .pose = {.x_m = x_m[index], .y_m = y_m[index], .yaw_rad = yaw_rad[index]},
-      .speed_mps = speed_mps[index],
+VehicleReadout KinematicBicycleFleet::ReadoutAt(std::size_t index) const {
+  return VehicleReadout{
       .steering_angle_rad = steering_rad[index],
       .acceleration_mps2 = acceleration_mps2[index],
-      .crashed = crashed[index] != 0,
+      .yaw_rate_radps = speed_mps[index] * drive[index].curvature_1pm,
   };
 }
 

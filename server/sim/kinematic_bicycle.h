@@ -8,6 +8,8 @@
 //
 // Vehicles of this model are stored as a fleet: one column per variable, in ascending id
 // order, so that the step streams through memory (100k vehicles step in about a millisecond).
+// A world's vehicle table (vehicle_table.h) holds what every model shares; the fleet holds
+// the rest and publishes the poses into the table.
 #ifndef PITLANE_SERVER_SIM_KINEMATIC_BICYCLE_H_
 #define PITLANE_SERVER_SIM_KINEMATIC_BICYCLE_H_
 
@@ -18,6 +20,7 @@
 
 #include "server/sim/geometry.h"
 #include "server/sim/vehicle.h"
+#include "server/sim/vehicle_table.h"
 
 namespace pitlane::sim {
 
@@ -63,12 +66,10 @@ double ClampAcceleration(const VehicleLimits& limits, double speed_mps, double a
 void StepKinematicBicycle(const KinematicBicycleParams& params, const KinematicBicycleInput& input,
                           double dt_s, KinematicBicycleState& state);
 
-// Every kinematic bicycle of a world, one entry per vehicle in ascending id order.
+// Every kinematic bicycle of a world, one entry ("slot") per vehicle in ascending id order.
 struct KinematicBicycleFleet {
-  // Fixed at spawn.
-  std::vector<VehicleId> ids;
-  std::vector<VehicleSpec> specs;  // As resolved at spawn, for descriptions.
-  std::vector<BodyParams> bodies;
+  // Fixed at spawn (rows shift down when a vehicle before them is removed).
+  std::vector<std::uint32_t> rows;  // The vehicle's row in the world's VehicleTable.
   std::vector<KinematicBicycleParams> params;
   // Held controls, as clamped by MakeKinematicBicycleInput (set them with SetInput).
   std::vector<double> steering_command_rad;
@@ -92,29 +93,38 @@ struct KinematicBicycleFleet {
   // whole fleet never looks at steering.
   std::vector<std::uint32_t> turning;
   std::vector<std::uint8_t> is_turning;
-  // 1 once halted by a collision under the STOP policy: speed and controls stay 0.
-  std::vector<std::uint8_t> crashed;
   // cos and sin of yaw_rad, kept with it: the collision stage's body axes. SinCos(yaw_rad)
   // exactly for the semi-implicit integrator and at spawn; within a few ulps of it for the
   // exact arc (rotated from the mid-arc heading).
   std::vector<double> cos_yaw;
   std::vector<double> sin_yaw;
 
-  std::size_t size() const { return ids.size(); }
+  std::size_t size() const { return rows.size(); }
 
-  // Appends a vehicle; `id` must exceed every id already present.
-  void Append(VehicleId id, const VehicleSpec& resolved_spec, const KinematicBicycleSpec& model);
+  // Appends the vehicle of table row `row`; rows must ascend.
+  void Append(std::uint32_t row, const VehicleSpec& resolved_spec,
+              const KinematicBicycleSpec& model);
+  // The same, for a spec whose model is a kinematic bicycle. `dt_s` is unused (the fleet
+  // works at any tick).
+  void Append(std::uint32_t row, const VehicleSpec& resolved_spec, double dt_s);
   // Removes the vehicle at `index`, keeping the order of the rest.
   void Erase(std::size_t index);
   // Replaces the held controls of the vehicle at `index`; they apply from the next step.
   void SetInput(std::size_t index, const KinematicBicycleInput& input);
+  // The controls of a client's input (already checked by CheckControls).
+  void SetControls(std::size_t index, const VehicleInput& input);
   // Moves the vehicle at `index` to `pose` (yaw wrapped), keeping cos_yaw and sin_yaw.
   void SetPose(std::size_t index, const Pose2& pose);
-  // The index of `id`, or -1 when absent. O(log n).
-  std::ptrdiff_t Find(VehicleId id) const;
+  // Halts the vehicle for good (a crash): speed, acceleration and controls 0.
+  void Halt(std::size_t index);
+  // Advances every vehicle by `dt_s` seconds.
+  void Step(double dt_s);
+  // Copies the pose, speed and heading axes of every vehicle into its row of `table`.
+  void Publish(VehicleTable& table) const;
+  void PublishOne(std::size_t index, VehicleTable& table) const;
 
   KinematicBicycleState StateAt(std::size_t index) const;
-  VehicleSnapshot SnapshotAt(std::size_t index) const;
+  VehicleReadout ReadoutAt(std::size_t index) const;
 };
 
 // Advances every bicycle of `fleet` by `dt_s` seconds.

@@ -316,7 +316,7 @@ TEST(KinematicBicycleFleet, SteppingTheFleetEqualsSteppingEachVehicleAlone) {
     KinematicBicycleSpec model;
     model.integrator = i % 2 ? BicycleIntegrator::kExactArc : BicycleIntegrator::kSemiImplicitEuler;
     model.rear_overhang_m = 0.9;
-    fleet.Append(i + 1, spec, model);
+    fleet.Append(static_cast<std::uint32_t>(i), spec, model);
     if (i % 3 == 0) fleet.params[i].limits.max_steering_rate_radps = 0.05 * (i % 4 + 1);
     inputs.push_back(
         MakeKinematicBicycleInput(fleet.params[i], (i % 5) - 2.0, (i % 9) * 0.1 - 0.4));

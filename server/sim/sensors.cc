@@ -168,7 +168,7 @@ RangeScanReading ScanRange(const RangeScanSpec& spec, std::uint32_t self,
 }
 
 std::vector<NearbyObject> FindNearestObjects(const NearestObjectsSpec& spec, std::uint32_t self,
-                                             const KinematicBicycleFleet& fleet,
+                                             const VehicleTable& fleet,
                                              const CollisionScene& scene,
                                              absl::Span<const Obstacle> obstacles) {
   const CollisionBox& body = scene.vehicle_boxes[self];

@@ -10,7 +10,7 @@
 
 #include "absl/types/span.h"
 #include "server/sim/collision_stage.h"
-#include "server/sim/kinematic_bicycle.h"
+#include "server/sim/vehicle_table.h"
 #include "server/sim/obstacle.h"
 #include "server/sim/vehicle.h"
 
@@ -36,7 +36,7 @@ RangeScanReading ScanRange(const RangeScanSpec& spec, std::uint32_t self,
 // centre of the vehicle at fleet index `self`, nearest first (ties: vehicles before obstacles,
 // then by id).
 std::vector<NearbyObject> FindNearestObjects(const NearestObjectsSpec& spec, std::uint32_t self,
-                                             const KinematicBicycleFleet& fleet,
+                                             const VehicleTable& fleet,
                                              const CollisionScene& scene,
                                              absl::Span<const Obstacle> obstacles);
 

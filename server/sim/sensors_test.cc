@@ -345,7 +345,7 @@ std::string Describe(const Ray& ray) {
 }
 
 struct RandomScene {
-  KinematicBicycleFleet fleet;
+  VehicleTable fleet;
   std::vector<Obstacle> obstacles;
   std::optional<WorldBounds> bounds;
   CollisionScene scene;
@@ -416,7 +416,7 @@ RandomScene MakeRandomScene(Random& random) {
     auto& model = std::get<KinematicBicycleSpec>(spec.model);
     model.wheelbase_m = 0.6 * spec.length_m;
     EXPECT_TRUE(ResolveVehicleSpec(spec).ok());
-    s.fleet.Append(static_cast<VehicleId>(i + 1), spec, std::get<KinematicBicycleSpec>(spec.model));
+    s.fleet.Append(static_cast<VehicleId>(i + 1), spec);
   }
 
   const int obstacles = random.Int(0, std::min(50, most));
@@ -599,7 +599,7 @@ TEST(RangeScan, SeesTinyNeighboursFarFromTheOrigin) {
     // CastRay walks the grid rather than testing every object.
     scanner.range_scan = RangeScanSpec{.beam_count = 8, .max_range_m = 1.0};
     ASSERT_TRUE(world.Spawn({scanner, tiny_car(c.x_m + c.target_dx_m, 0.02)}).ok());
-    const KinematicBicycleFleet& fleet = world.state().bicycles;
+    const VehicleTable& fleet = world.state().vehicles;
     const CollisionBox self = VehicleBox(fleet, 0);
     const CollisionBox other = VehicleBox(fleet, 1);
     // The beam at 45 (or 135) degrees meets the other car's lower face y = other.y - w/2 at
@@ -726,7 +726,7 @@ double WrapAngle(double a) {
 // Every candidate sorted, from the world's state, with the body boxes the collision stage uses.
 std::vector<NearbyObject> BruteForceNearest(const World& world, std::size_t self,
                                             const NearestObjectsSpec& spec) {
-  const KinematicBicycleFleet& fleet = world.state().bicycles;
+  const VehicleTable& fleet = world.state().vehicles;
   const CollisionBox body = VehicleBox(fleet, self);
   std::vector<NearbyObject> all;
   const auto add = [&](ObjectKind kind, std::uint64_t id, double x, double y, double yaw,
@@ -763,7 +763,7 @@ std::vector<NearbyObject> BruteForceNearest(const World& world, std::size_t self
 int ExpectNearestMatchBruteForce(const World& world) {
   int ties = 0;
   const std::vector<VehicleSnapshot> snapshot = world.Snapshot();
-  const KinematicBicycleFleet& fleet = world.state().bicycles;
+  const VehicleTable& fleet = world.state().vehicles;
   for (std::size_t i = 0; i < fleet.size(); ++i) {
     const std::optional<NearestObjectsSpec>& spec = fleet.specs[i].nearest_objects;
     if (!spec.has_value()) continue;

@@ -13,6 +13,7 @@
 #include "server/sim/geometry.h"
 #include "server/sim/ids.h"
 #include "server/sim/model_common.h"
+#include "server/sim/physics_body.h"
 
 namespace pitlane::sim {
 
@@ -31,8 +32,34 @@ struct KinematicBicycleSpec {
   BicycleIntegrator integrator = BicycleIntegrator::kSemiImplicitEuler;
 };
 
-// The closed set of vehicle models. More alternatives join as the seed models land.
-using VehicleModelSpec = std::variant<KinematicBicycleSpec>;
+// The closed set of vehicle models, in the order of ModelKind.
+using VehicleModelSpec = std::variant<KinematicBicycleSpec, PhysicsBodySpec>;
+
+// Which model a vehicle runs: the index of its alternative in VehicleModelSpec.
+enum class ModelKind : std::uint8_t {
+  kKinematicBicycle = 0,
+  kPhysicsBody = 1,
+};
+inline constexpr std::size_t kModelKindCount = std::variant_size_v<VehicleModelSpec>;
+
+inline ModelKind ModelKindOf(const VehicleModelSpec& model) {
+  return static_cast<ModelKind>(model.index());
+}
+// The model's name on the wire ("kinematic_bicycle"), for messages.
+const char* ModelName(ModelKind kind);
+
+// The common limits as a client gives them: unset fields take the model's defaults (see
+// each model's Default*Limits). A model ignores some limits (physics_body has no steering);
+// setting one of those is an error, so that nothing a client asks for is silently dropped.
+struct VehicleLimitsSpec {
+  std::optional<double> max_steering_angle_rad = {};
+  std::optional<double> max_acceleration_mps2 = {};
+  std::optional<double> max_braking_mps2 = {};
+  std::optional<double> max_speed_mps = {};
+  std::optional<double> max_reverse_speed_mps = {};
+  // +infinity means no limit.
+  std::optional<double> max_steering_rate_radps = {};
+};
 
 // A planar range scanner ("2D lidar") at the centre of the body. Its beams fan out evenly
 // over the field of view, centred on the heading: from -fov/2 to +fov/2 inclusive, or, for a
@@ -62,7 +89,8 @@ struct VehicleSpec {
   double width_m = 1.8;          // Body width across the heading, metres, in (0, 100].
   Pose2 initial_pose;            // Reference point at spawn; |x|, |y| <= kMaxCoordinate_m.
   double initial_speed_mps = 0;  // Signed speed at spawn, m/s, within the speed limits.
-  VehicleLimits limits;
+  // After ResolveVehicleSpec: every limit the model uses is set, the others unset.
+  VehicleLimitsSpec limits;
   VehicleModelSpec model;
   // Sensors, off unless set: large worlds pay only for the vehicles that sense.
   std::optional<RangeScanSpec> range_scan = {};
@@ -82,8 +110,11 @@ inline constexpr double kMaxSteeringRateLimit_radps = 100.0;
 // Checks every field of `spec` and fills in the defaults that depend on other fields.
 // Returns InvalidArgument naming the offending field by its wire name (e.g. "length_m",
 // "kinematic_bicycle.wheelbase_m", "limits.max_speed_mps") on any non-finite or
-// out-of-domain value.
+// out-of-domain value, or a limit the model does not use.
 absl::Status ResolveVehicleSpec(VehicleSpec& spec);
+
+// The limits of a resolved spec, with the ones its model ignores at their defaults.
+VehicleLimits LimitsOf(const VehicleSpec& resolved);
 
 // Geometry of a vehicle body relative to its model's reference point.
 struct BodyParams {
@@ -93,13 +124,27 @@ struct BodyParams {
   double center_offset_m = 0.0;
 };
 
-// A control for one vehicle, as a client sends it. Must be finite; it is clamped to the
-// vehicle's limits when applied.
+// The body of a resolved spec, from its model's reference point.
+BodyParams BodyOf(const VehicleSpec& resolved);
+
+// A control for one vehicle, as a client sends it: the union of every model's natural
+// inputs. A model reads its own fields; the others must be 0 (unset), else SetInputs rejects
+// the control (CheckControls). Values must be finite; they are clamped to the vehicle's
+// limits when applied, except throttle and brake, which must lie in [0, 1].
 struct VehicleInput {
   VehicleId id = 0;
   double acceleration_mps2 = 0.0;   // Signed longitudinal acceleration, m/s².
   double steering_angle_rad = 0.0;  // Front-wheel angle, rad, positive turns left.
+  double throttle = 0.0;            // Accelerator pedal, in [0, 1].
+  double brake = 0.0;               // Brake pedal, in [0, 1].
+  // Speed for physics_body's accelerator device to hold, m/s; unset: none.
+  std::optional<double> target_speed_mps = {};
+  double yaw_rate_radps = 0.0;      // Heading change per second (physics_body), rad/s.
 };
+
+// Checks `input` for a vehicle of model `kind`: finite, pedals in [0, 1], and no field the
+// model does not use. InvalidArgument naming the field.
+absl::Status CheckControls(ModelKind kind, const VehicleInput& input);
 
 // One range scan. Beam i points angle_min_rad + i * angle_increment_rad from the heading.
 struct RangeScanReading {
@@ -125,12 +170,10 @@ struct NearbyObject {
 // One vehicle at one tick, as reported to clients.
 struct VehicleSnapshot {
   VehicleId id = 0;
+  ModelKind kind = ModelKind::kKinematicBicycle;
   Pose2 pose;                       // Reference point; yaw wrapped to (-pi, pi].
   double speed_mps = 0.0;           // Signed speed along the heading, m/s.
-  // Steered-wheel angle in effect over the last tick (after clamping and the steering-rate
-  // limit), rad.
-  double steering_angle_rad = 0.0;
-  double acceleration_mps2 = 0.0;   // Acceleration achieved over the last tick, m/s².
+  VehicleReadout readout;           // The rest of what the model reports.
   // Halted by a collision under the STOP policy; ignores controls until removed.
   bool crashed = false;
   std::optional<RangeScanReading> range_scan = {};           // When the vehicle has a scanner.

@@ -1,6 +1,7 @@
 #include "server/sim/world.h"
 
 #include <cmath>
+#include <type_traits>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -89,10 +90,16 @@ absl::StatusOr<std::vector<VehicleId>> World::Spawn(absl::Span<const VehicleSpec
   state_.nearest_object_slots = slots;
   std::vector<VehicleId> ids;
   ids.reserve(resolved.size());
+  VehicleTable& table = state_.vehicles;
   for (const VehicleSpec& spec : resolved) {
     const VehicleId id = state_.next_vehicle_id++;
-    std::visit([&](const KinematicBicycleSpec& model) { state_.bicycles.Append(id, spec, model); },
-               spec.model);
+    const auto row = static_cast<std::uint32_t>(table.size());
+    table.Append(id, spec);
+    state_.fleets.Visit(table.kinds[row], [&](auto& fleet) {
+      table.slots[row] = static_cast<std::uint32_t>(fleet.size());
+      fleet.Append(row, spec, params_.dt_s);
+      fleet.PublishOne(fleet.size() - 1, table);
+    });
     ids.push_back(id);
   }
   cell_size_stale_ = vehicle_grid_stale_ = true;
@@ -100,14 +107,26 @@ absl::StatusOr<std::vector<VehicleId>> World::Spawn(absl::Span<const VehicleSpec
 }
 
 absl::Status World::Remove(VehicleId id) {
-  const std::ptrdiff_t index = state_.bicycles.Find(id);
-  if (index < 0) {
+  VehicleTable& table = state_.vehicles;
+  const std::ptrdiff_t found = table.Find(id);
+  if (found < 0) {
     return absl::NotFoundError(absl::StrCat("vehicle_id: no vehicle ", id, " in this world"));
   }
-  const VehicleSpec& spec = state_.bicycles.specs[static_cast<std::size_t>(index)];
+  const auto row = static_cast<std::uint32_t>(found);
+  const VehicleSpec& spec = table.specs[row];
   state_.scan_beams -= spec.range_scan.has_value() ? spec.range_scan->beam_count : 0;
   state_.nearest_object_slots -= spec.nearest_objects.has_value() ? spec.nearest_objects->count : 0;
-  state_.bicycles.Erase(static_cast<std::size_t>(index));
+  const ModelKind kind = table.kinds[row];
+  const std::uint32_t slot = table.slots[row];
+  state_.fleets.Visit(kind, [slot](auto& fleet) { fleet.Erase(slot); });
+  table.Erase(row);
+  // Renumber: the rows after the removed one, and the slots after it in its fleet.
+  state_.fleets.ForEach([row](auto& fleet) {
+    for (std::uint32_t& r : fleet.rows) r -= r > row ? 1 : 0;
+  });
+  for (std::size_t i = row; i < table.size(); ++i) {
+    if (table.kinds[i] == kind) --table.slots[i];
+  }
   cell_size_stale_ = vehicle_grid_stale_ = true;
   return absl::OkStatus();
 }
@@ -157,7 +176,7 @@ absl::Status World::RemoveObstacle(ObstacleId id) {
 }
 
 absl::Status World::SetInputs(absl::Span<const VehicleInput> inputs) {
-  KinematicBicycleFleet& fleet = state_.bicycles;
+  VehicleTable& table = state_.vehicles;
   // Validate and look up everything first: all or none.
   std::vector<std::size_t> indices;
   indices.reserve(inputs.size());
@@ -165,13 +184,12 @@ absl::Status World::SetInputs(absl::Span<const VehicleInput> inputs) {
   seen.reserve(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const VehicleInput& input = inputs[i];
-    RETURN_IF_ERROR(IndexedError(i, CheckFinite("acceleration_mps2", input.acceleration_mps2)));
-    RETURN_IF_ERROR(IndexedError(i, CheckFinite("steering_angle_rad", input.steering_angle_rad)));
-    const std::ptrdiff_t index = fleet.Find(input.id);
+    const std::ptrdiff_t index = table.Find(input.id);
     if (index < 0) {
       return IndexedError(i, absl::NotFoundError(absl::StrCat("vehicle_id: no vehicle ", input.id,
                                                               " in this world")));
     }
+    RETURN_IF_ERROR(IndexedError(i, CheckControls(table.kinds[index], input)));
     if (!seen.insert(input.id).second) {
       return IndexedError(i, absl::InvalidArgumentError(absl::StrCat(
                                  "vehicle_id: vehicle ", input.id, " appears more than once")));
@@ -179,18 +197,18 @@ absl::Status World::SetInputs(absl::Span<const VehicleInput> inputs) {
     indices.push_back(static_cast<std::size_t>(index));
   }
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const std::size_t index = indices[i];
-    if (fleet.crashed[index] != 0) continue;
-    fleet.SetInput(index, MakeKinematicBicycleInput(fleet.params[index],
-                                                    inputs[i].acceleration_mps2,
-                                                    inputs[i].steering_angle_rad));
+    const std::size_t row = indices[i];
+    if (table.crashed[row] != 0) continue;
+    const std::uint32_t slot = table.slots[row];
+    state_.fleets.Visit(table.kinds[row],
+                        [&](auto& fleet) { fleet.SetControls(slot, inputs[i]); });
   }
   return absl::OkStatus();
 }
 
 void World::RefreshStaticIndex() {
   if (cell_size_stale_) {
-    const double cell_size_m = GridCellSize(state_.bicycles);
+    const double cell_size_m = GridCellSize(state_.vehicles);
     if (cell_size_m != scene_.cell_size_m) {
       scene_.cell_size_m = cell_size_m;
       obstacle_grid_stale_ = true;
@@ -203,17 +221,27 @@ void World::RefreshStaticIndex() {
   }
 }
 
-void World::Crash(std::size_t index) {
-  KinematicBicycleFleet& fleet = state_.bicycles;
-  fleet.crashed[index] = 1;
-  fleet.speed_mps[index] = 0.0;
-  fleet.acceleration_mps2[index] = 0.0;
-  // Zero controls keep it where it is: the integrators move nothing at zero speed.
-  fleet.SetInput(index, MakeKinematicBicycleInput(fleet.params[index], 0.0, 0.0));
+void World::Crash(std::size_t row) {
+  VehicleTable& table = state_.vehicles;
+  table.crashed[row] = 1;
+  const std::uint32_t slot = table.slots[row];
+  state_.fleets.Visit(table.kinds[row], [&](auto& fleet) {
+    fleet.Halt(slot);
+    fleet.PublishOne(slot, table);
+  });
+}
+
+void World::SetPose(std::size_t row, const Pose2& pose) {
+  VehicleTable& table = state_.vehicles;
+  const std::uint32_t slot = table.slots[row];
+  state_.fleets.Visit(table.kinds[row], [&](auto& fleet) {
+    fleet.SetPose(slot, pose);
+    fleet.PublishOne(slot, table);
+  });
 }
 
 void World::Step(std::vector<ContactEvent>* transitions) {
-  KinematicBicycleFleet& fleet = state_.bicycles;
+  VehicleTable& fleet = state_.vehicles;
   const std::size_t n = fleet.size();
   const bool stop_on_contact = params_.collision_policy == CollisionPolicy::kStop;
   // Inputs: the held controls in state_ apply as they are; clients change them only between
@@ -228,8 +256,12 @@ void World::Step(std::vector<ContactEvent>* transitions) {
     }
   }
 
-  // Vehicle dynamics.
-  StepFleet(params_.dt_s, fleet);
+  // Vehicle dynamics, model by model; then the new poses go into the table.
+  state_.fleets.ForEach([this, &fleet](auto& model_fleet) {
+    if (model_fleet.size() == 0) return;
+    model_fleet.Step(params_.dt_s);
+    model_fleet.Publish(fleet);
+  });
 
   // Vehicles that moved far are swept against obstacles first: under kStop one that hit an
   // obstacle part-way through the tick goes back to where it hit, before it meets others.
@@ -244,7 +276,7 @@ void World::Step(std::vector<ContactEvent>* transitions) {
   if (stop_on_contact) {
     for (const EarlyContact& early : early_contacts_) {
       const std::uint32_t i = early.vehicle_index;
-      fleet.SetPose(i, early.pose);
+      SetPose(i, early.pose);
       scene_.vehicle_boxes[i] = VehicleBox(fleet, i);
       scene_.vehicle_bounds[i] = BoundingBox(scene_.vehicle_boxes[i]);
     }
@@ -282,10 +314,21 @@ void World::Step(std::vector<ContactEvent>* transitions) {
 }
 
 std::vector<VehicleSnapshot> World::Snapshot() const {
-  const KinematicBicycleFleet& fleet = state_.bicycles;
+  const VehicleTable& fleet = state_.vehicles;
   std::vector<VehicleSnapshot> vehicles;
   vehicles.reserve(fleet.size());
-  for (std::size_t i = 0; i < fleet.size(); ++i) vehicles.push_back(fleet.SnapshotAt(i));
+  for (std::size_t i = 0; i < fleet.size(); ++i) {
+    const std::uint32_t slot = fleet.slots[i];
+    vehicles.push_back(VehicleSnapshot{
+        .id = fleet.ids[i],
+        .kind = fleet.kinds[i],
+        .pose = fleet.PoseAt(i),
+        .speed_mps = fleet.speed_mps[i],
+        .readout = state_.fleets.Visit(
+            fleet.kinds[i], [slot](const auto& model_fleet) { return model_fleet.ReadoutAt(slot); }),
+        .crashed = fleet.crashed[i] != 0,
+    });
+  }
   // Most worlds carry no sensors: then there is nothing to look up per vehicle.
   if (state_.scan_beams == 0 && state_.nearest_object_slots == 0) return vehicles;
 
@@ -317,7 +360,7 @@ std::vector<VehicleSnapshot> World::Snapshot() const {
 }
 
 std::vector<VehicleDescription> World::DescribeVehicles() const {
-  const KinematicBicycleFleet& fleet = state_.bicycles;
+  const VehicleTable& fleet = state_.vehicles;
   std::vector<VehicleDescription> vehicles;
   vehicles.reserve(fleet.size());
   for (std::size_t i = 0; i < fleet.size(); ++i) {
@@ -327,22 +370,31 @@ std::vector<VehicleDescription> World::DescribeVehicles() const {
 }
 
 std::uint64_t World::StateHash() const {
-  const KinematicBicycleFleet& fleet = state_.bicycles;
+  const VehicleTable& table = state_.vehicles;
   Fnv1a hash;
   hash.Add(&state_.tick, sizeof(state_.tick));
   hash.Add(&state_.next_vehicle_id, sizeof(state_.next_vehicle_id));
-  hash.AddColumn(fleet.ids);
-  hash.AddColumn(fleet.drive);
-  hash.AddColumn(fleet.steering_command_rad);
-  hash.AddColumn(fleet.x_m);
-  hash.AddColumn(fleet.y_m);
-  hash.AddColumn(fleet.yaw_rad);
-  hash.AddColumn(fleet.speed_mps);
-  hash.AddColumn(fleet.acceleration_mps2);
-  hash.AddColumn(fleet.steering_rad);
-  hash.AddColumn(fleet.crashed);
-  hash.AddColumn(fleet.cos_yaw);  // Derived from yaw, but not bit-exactly for the exact arc.
-  hash.AddColumn(fleet.sin_yaw);
+  hash.AddColumn(table.ids);
+  hash.AddColumn(table.kinds);
+  hash.AddColumn(table.crashed);
+  // The table's pose columns are copies of the fleets' states, hashed below.
+  const KinematicBicycleFleet& bicycles = state_.fleets.kinematic_bicycle;
+  hash.AddColumn(bicycles.drive);
+  hash.AddColumn(bicycles.steering_command_rad);
+  hash.AddColumn(bicycles.x_m);
+  hash.AddColumn(bicycles.y_m);
+  hash.AddColumn(bicycles.yaw_rad);
+  hash.AddColumn(bicycles.speed_mps);
+  hash.AddColumn(bicycles.acceleration_mps2);
+  hash.AddColumn(bicycles.steering_rad);
+  hash.AddColumn(bicycles.cos_yaw);  // Derived from yaw, but not bit-exactly for the exact arc.
+  hash.AddColumn(bicycles.sin_yaw);
+  state_.fleets.ForEach([&hash](const auto& fleet) {
+    if constexpr (!std::is_same_v<std::decay_t<decltype(fleet)>, KinematicBicycleFleet>) {
+      hash.AddColumn(fleet.inputs);
+      hash.AddColumn(fleet.states);
+    }
+  });
   hash.Add(&state_.next_obstacle_id, sizeof(state_.next_obstacle_id));
   for (const Obstacle& obstacle : state_.obstacles) {
     hash.Add(&obstacle.id, sizeof(obstacle.id));

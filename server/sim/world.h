@@ -14,9 +14,10 @@
 #include "absl/types/span.h"
 #include "server/sim/collision_stage.h"
 #include "server/sim/contacts.h"
-#include "server/sim/kinematic_bicycle.h"
+#include "server/sim/fleet.h"
 #include "server/sim/obstacle.h"
 #include "server/sim/vehicle.h"
+#include "server/sim/vehicle_table.h"
 
 namespace pitlane::sim {
 
@@ -59,7 +60,8 @@ struct WorldState {
   std::uint64_t tick = 0;  // Ticks stepped since creation.
   VehicleId next_vehicle_id = 1;
   ObstacleId next_obstacle_id = 1;
-  KinematicBicycleFleet bicycles;
+  VehicleTable vehicles;  // Every vehicle, by ascending id.
+  Fleets fleets;          // Each model's state of its vehicles.
   std::vector<Obstacle> obstacles;  // By ascending id.
   std::vector<Contact> contacts;    // In effect at `tick`, by pair.
   // Totals over the vehicles alive: range_scan.beam_count and nearest_objects.count.
@@ -83,7 +85,7 @@ class World {
   std::uint64_t tick() const { return state_.tick; }
   // Simulated time, seconds. Computed as tick / tick_rate_hz (one rounding), never summed.
   double sim_time_s() const { return static_cast<double>(state_.tick) / params_.tick_rate_hz; }
-  std::size_t vehicle_count() const { return state_.bicycles.size(); }
+  std::size_t vehicle_count() const { return state_.vehicles.size(); }
   const WorldState& state() const { return state_; }
 
   // Adds every vehicle of `specs` at the current tick, or none. Returns their new ids in
@@ -107,9 +109,9 @@ class World {
 
   // Replaces the held controls of the vehicles named in `inputs`, or of none. Values are
   // clamped to each vehicle's limits. A crashed vehicle accepts and ignores them. Errors,
-  // naming "[i].<field>" of the first bad entry:
-  // InvalidArgument for a non-finite value or a vehicle named twice; NotFound for an id that
-  // is not alive.
+  // naming "[i].<field>" of the first bad entry: InvalidArgument for a value CheckControls
+  // rejects (non-finite, a pedal outside [0, 1], a field the vehicle's model does not use)
+  // or a vehicle named twice; NotFound for an id that is not alive.
   absl::Status SetInputs(absl::Span<const VehicleInput> inputs);
 
   // Advances the world by one tick, in stages: vehicle dynamics with the held inputs, the
@@ -131,8 +133,10 @@ class World {
 
   // Brings scene_'s cell size and obstacle grid up to date with the state.
   void RefreshStaticIndex();
-  // Halts the vehicle at fleet index `index` for good (policy kStop).
-  void Crash(std::size_t index);
+  // Halts the vehicle at table row `row` for good (policy kStop).
+  void Crash(std::size_t row);
+  // Moves the vehicle at table row `row` to `pose`, in its fleet and in the table.
+  void SetPose(std::size_t row, const Pose2& pose);
 
   WorldParams params_;
   WorldState state_;

@@ -94,7 +94,7 @@ TEST(World, InputsHoldUntilReplacedAndApplyFromTheNextTick) {
   ASSERT_TRUE(world.SetInputs({{.id = 1, .acceleration_mps2 = 0.0, .steering_angle_rad = 5}}).ok());
   world.Step();
   EXPECT_THAT(world.Snapshot()[0].speed_mps, DoubleNear(3 * 0.02, 1e-15));
-  EXPECT_EQ(world.Snapshot()[0].steering_angle_rad, 0.6);  // Clamped to the default limit.
+  EXPECT_EQ(world.Snapshot()[0].readout.steering_angle_rad, 0.6);  // Clamped to the default limit.
 }
 
 TEST(World, SetInputsIsAllOrNoneAndNamesTheEntry) {
@@ -141,9 +141,9 @@ TEST(World, RemovingKeepsTheOthersInOrderWithTheirState) {
   EXPECT_EQ(vehicles[1].pose.x_m, 20.0);
   EXPECT_EQ(world.DescribeVehicles()[1].spec.initial_speed_mps, 3.0);
   // Its held control survived the removal: the wheels take it at the next tick.
-  EXPECT_EQ(vehicles[1].steering_angle_rad, 0.0);
+  EXPECT_EQ(vehicles[1].readout.steering_angle_rad, 0.0);
   world.Step();
-  EXPECT_EQ(world.Snapshot()[1].steering_angle_rad, 0.1);
+  EXPECT_EQ(world.Snapshot()[1].readout.steering_angle_rad, 0.1);
 }
 
 // Box2D-style determinism check: the same spec and call sequence give the same state hash,

@@ -37,7 +37,33 @@ _COLLISION_POLICIES = {
     "stop": pb.COLLISION_POLICY_STOP,
 }
 
-Controls = Union[Mapping[int, tuple[float, float]], Iterable[pb.VehicleControl]]
+# The vehicle models: the fields of VehicleSpec's `model` oneof, by name.
+_MODELS = {
+    field.name: field.message_type.name
+    for field in pb.VehicleSpec.DESCRIPTOR.oneofs_by_name["model"].fields
+}
+
+Controls = Union[
+    Mapping[int, Union[tuple[float, float], Mapping[str, float]]],
+    Iterable[pb.VehicleControl],
+]
+
+
+def control(vehicle_id: int, **fields: float) -> pb.VehicleControl:
+    """Builds a VehicleControl from its fields by name.
+
+    Each model reads its own fields; the server rejects the others
+    (INVALID_ARGUMENT), so set only those of the vehicle's model:
+    kinematic_bicycle, single_track and four_wheel take
+    ``acceleration_mps2`` and ``steering_angle_rad``; front_wheel_drive,
+    all_wheel_drive and force_based take ``throttle`` and ``brake`` (each in
+    [0, 1]) and ``steering_angle_rad``; physics_body takes
+    ``target_speed_mps`` (or ``acceleration_mps2``) and ``yaw_rate_radps``.
+
+    Example:
+        sim.set_controls(sid, [control(car, throttle=0.6, steering_angle_rad=0.1)])
+    """
+    return pb.VehicleControl(vehicle_id=vehicle_id, **fields)
 
 
 def obstacle_spec(
@@ -68,27 +94,37 @@ def vehicle_spec(
     speed_mps: float = 0.0,
     length_m: Optional[float] = None,
     width_m: Optional[float] = None,
+    model: str = "kinematic_bicycle",
+    params: Optional[Mapping[str, Union[int, float, str, bool]]] = None,
     wheelbase_m: Optional[float] = None,
-    integrator: str = "semi_implicit_euler",
+    integrator: Optional[str] = None,
     limits: Optional[Mapping[str, float]] = None,
     name: str = "",
     range_scan: Optional[Mapping[str, Union[int, float]]] = None,
     nearest_objects: Optional[Mapping[str, Union[int, float]]] = None,
 ) -> pb.VehicleSpec:
-    """Builds a kinematic-bicycle VehicleSpec.
+    """Builds a VehicleSpec for any vehicle model.
 
     Args:
-        x_m: Initial x (east) of the rear-axle centre, metres.
-        y_m: Initial y (north) of the rear-axle centre, metres.
+        x_m: Initial x (east) of the model's reference point, metres (the
+            rear-axle centre for kinematic_bicycle; see docs/vehicle-models.md).
+        y_m: Initial y (north) of the reference point, metres.
         yaw_rad: Initial heading, radians counter-clockwise from +x.
         speed_mps: Initial speed along the heading, m/s (negative: reverse).
         length_m: Body length, metres; None leaves the server default (4.5).
         width_m: Body width, metres; None leaves the server default (1.8).
-        wheelbase_m: Axle distance, metres; None leaves the server default
-            (2.7).
-        integrator: "semi_implicit_euler" or "exact_arc".
+        model: The vehicle model: one of the names of VehicleSpec's
+            ``model`` oneof ("kinematic_bicycle", "physics_body", ...).
+        params: Fields of the model's message by name, e.g.
+            {"drag_factor_per_frame": 0.95} for physics_body; enum fields take
+            their value names. Missing fields take server defaults.
+        wheelbase_m: kinematic_bicycle only: axle distance, metres; None
+            leaves the server default (2.7).
+        integrator: kinematic_bicycle only: "semi_implicit_euler" (default)
+            or "exact_arc".
         limits: VehicleLimits fields by name, e.g.
-            {"max_speed_mps": 10.0}; missing fields take server defaults.
+            {"max_speed_mps": 10.0}; missing fields take the model's
+            defaults. Limits the model does not use are rejected.
         name: Human-readable label.
         range_scan: Gives the vehicle a range scanner: RangeScanSpec fields
             by name, e.g. {"beam_count": 181, "field_of_view_rad": 3.14,
@@ -102,27 +138,42 @@ def vehicle_spec(
         The VehicleSpec message.
 
     Raises:
-        ValueError: Unknown integrator name.
+        ValueError: Unknown model or integrator name, or a kinematic_bicycle
+            argument given for another model.
     """
-    if integrator not in _INTEGRATORS:
+    if model not in _MODELS:
+        raise ValueError(f"model must be one of {sorted(_MODELS)}, got {model!r}")
+    if model != "kinematic_bicycle" and (
+        wheelbase_m is not None or integrator is not None
+    ):
         raise ValueError(
-            f"integrator must be one of {sorted(_INTEGRATORS)}, got {integrator!r}"
+            "wheelbase_m and integrator are kinematic_bicycle arguments; "
+            f"pass {model}'s fields in params"
         )
     spec = pb.VehicleSpec(
         name=name,
         initial_pose=pb.Pose2D(x_m=x_m, y_m=y_m, yaw_rad=yaw_rad),
         initial_speed_mps=speed_mps,
         limits=pb.VehicleLimits(**(limits or {})),
-        kinematic_bicycle=pb.KinematicBicycle(
-            integrator=_INTEGRATORS[integrator]
-        ),
     )
+    model_message = getattr(spec, model)
+    model_message.SetInParent()
+    for field, value in (params or {}).items():
+        setattr(model_message, field, value)
+    if model == "kinematic_bicycle":
+        if integrator is not None:
+            if integrator not in _INTEGRATORS:
+                raise ValueError(
+                    f"integrator must be one of {sorted(_INTEGRATORS)}, "
+                    f"got {integrator!r}"
+                )
+            model_message.integrator = _INTEGRATORS[integrator]
+        if wheelbase_m is not None:
+            model_message.wheelbase_m = wheelbase_m
     if length_m is not None:
         spec.length_m = length_m
     if width_m is not None:
         spec.width_m = width_m
-    if wheelbase_m is not None:
-        spec.kinematic_bicycle.wheelbase_m = wheelbase_m
     if range_scan is not None:
         spec.range_scan.CopyFrom(pb.RangeScanSpec(**range_scan))
     if nearest_objects is not None:
@@ -314,19 +365,22 @@ class Client:
 
         Args:
             session_id: The session.
-            controls: Either {vehicle_id: (acceleration_mps2,
-                steering_angle_rad)} or an iterable of VehicleControl.
-                Out-of-range values are clamped by the server.
+            controls: {vehicle_id: (acceleration_mps2, steering_angle_rad)},
+                {vehicle_id: {field: value}} (any VehicleControl fields,
+                e.g. {"throttle": 0.5, "steering_angle_rad": 0.1}), or an
+                iterable of VehicleControl (see ``control``). Out-of-range
+                values are clamped by the server (pedals outside [0, 1] and
+                fields the vehicle's model does not use are rejected).
 
         Returns:
             The response, with ``time`` and ``applies_from_tick``.
         """
         if isinstance(controls, Mapping):
             controls = [
-                pb.VehicleControl(
-                    vehicle_id=vid, acceleration_mps2=a, steering_angle_rad=s
-                )
-                for vid, (a, s) in controls.items()
+                control(vid, **value)
+                if isinstance(value, Mapping)
+                else control(vid, acceleration_mps2=value[0], steering_angle_rad=value[1])
+                for vid, value in controls.items()
             ]
         return self.stub.SetControls(
             pb.SetControlsRequest(session_id=session_id, controls=controls),

@@ -1,0 +1,161 @@
+// A fleet: every vehicle of one model in a world, one slot per vehicle in ascending id order.
+//
+// ModelFleet<Model> stores, per slot, the model's Params, Input and State side by side (one
+// array of each) and steps them with the model's Step. `Model` is a traits type naming the
+// model's types and functions (see PhysicsBodyModel below). The kinematic bicycle keeps its
+// own column-per-variable fleet (kinematic_bicycle.h), tuned for 100k-vehicle worlds, with
+// the same member functions.
+#ifndef PITLANE_SERVER_SIM_FLEET_H_
+#define PITLANE_SERVER_SIM_FLEET_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "absl/base/macros.h"
+#include "server/sim/kinematic_bicycle.h"
+#include "server/sim/model_common.h"
+#include "server/sim/physics_body.h"
+#include "server/sim/trig.h"
+#include "server/sim/vehicle.h"
+#include "server/sim/vehicle_table.h"
+
+namespace pitlane::sim {
+
+template <typename Model>
+class ModelFleet {
+ public:
+  using Params = typename Model::Params;
+  using Input = typename Model::Input;
+  using State = typename Model::State;
+  // The world hashes inputs and states as bytes: they hold doubles only, so no padding.
+  static_assert(std::is_trivially_copyable_v<Input> && sizeof(Input) % sizeof(double) == 0);
+  static_assert(std::is_trivially_copyable_v<State> && sizeof(State) % sizeof(double) == 0);
+
+  std::vector<std::uint32_t> rows;  // The vehicle's row in the world's VehicleTable.
+  std::vector<Params> params;
+  std::vector<Input> inputs;
+  std::vector<State> states;
+
+  std::size_t size() const { return rows.size(); }
+
+  // Appends the vehicle of table row `row` (rows must ascend), whose model is this fleet's.
+  void Append(std::uint32_t row, const VehicleSpec& resolved_spec, double dt_s) {
+    ABSL_ASSERT(rows.empty() || row > rows.back());
+    const auto& model = std::get<typename Model::Spec>(resolved_spec.model);
+    rows.push_back(row);
+    params.push_back(Model::MakeParams(model, LimitsOf(resolved_spec), dt_s));
+    inputs.push_back(Input{});
+    states.push_back(
+        Model::MakeState(params.back(), resolved_spec.initial_pose, resolved_spec.initial_speed_mps));
+  }
+  void Erase(std::size_t index) {
+    rows.erase(rows.begin() + index);
+    params.erase(params.begin() + index);
+    inputs.erase(inputs.begin() + index);
+    states.erase(states.begin() + index);
+  }
+  void SetControls(std::size_t index, const VehicleInput& input) {
+    inputs[index] = Model::MakeInput(params[index], input);
+  }
+  void SetPose(std::size_t index, const Pose2& pose) {
+    states[index] = Model::WithPose(params[index], states[index], pose);
+  }
+  void Halt(std::size_t index) { Model::Halt(params[index], inputs[index], states[index]); }
+  void Step(double dt_s) {
+    const std::size_t n = size();
+    for (std::size_t i = 0; i < n; ++i) Model::Step(params[i], inputs[i], dt_s, states[i]);
+  }
+  void PublishOne(std::size_t index, VehicleTable& table) const {
+    const State& state = states[index];
+    const std::uint32_t row = rows[index];
+    table.x_m[row] = state.pose.x_m;
+    table.y_m[row] = state.pose.y_m;
+    table.yaw_rad[row] = state.pose.yaw_rad;
+    table.speed_mps[row] = state.speed_mps;
+    Model::Axes(state, &table.cos_yaw[row], &table.sin_yaw[row]);
+  }
+  void Publish(VehicleTable& table) const {
+    for (std::size_t i = 0; i < size(); ++i) PublishOne(i, table);
+  }
+  VehicleReadout ReadoutAt(std::size_t index) const {
+    return Model::Read(params[index], inputs[index], states[index]);
+  }
+};
+
+// Traits of the models kept in a ModelFleet.
+
+struct PhysicsBodyModel {
+  using Spec = PhysicsBodySpec;
+  using Params = PhysicsBodyParams;
+  using Input = PhysicsBodyInput;
+  using State = PhysicsBodyState;
+  static Params MakeParams(const Spec& spec, const VehicleLimits& limits, double dt_s) {
+    return MakePhysicsBodyParams(spec, limits, dt_s);
+  }
+  static State MakeState(const Params& params, const Pose2& pose, double speed_mps) {
+    return MakePhysicsBodyState(params, pose, speed_mps);
+  }
+  static Input MakeInput(const Params& params, const VehicleInput& input) {
+    return MakePhysicsBodyInput(params, input.target_speed_mps, input.acceleration_mps2,
+                                input.yaw_rate_radps);
+  }
+  static State WithPose(const Params& params, const State& state, const Pose2& pose) {
+    State moved = MakePhysicsBodyState(params, pose, state.speed_mps);
+    moved.acceleration_mps2 = state.acceleration_mps2;
+    return moved;
+  }
+  static void Halt(const Params& params, Input& input, State& state) {
+    HaltPhysicsBody(params, input, state);
+  }
+  static void Step(const Params& params, const Input& input, double dt_s, State& state) {
+    StepPhysicsBody(params, input, dt_s, state);
+  }
+  static void Axes(const State& state, double* cos_yaw, double* sin_yaw) {
+    *cos_yaw = state.cos_yaw;
+    *sin_yaw = state.sin_yaw;
+  }
+  static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
+    return ReadPhysicsBody(params, input, state);
+  }
+};
+
+// One fleet per model, in the order of ModelKind.
+struct Fleets {
+  KinematicBicycleFleet kinematic_bicycle;
+  ModelFleet<PhysicsBodyModel> physics_body;
+
+  // Calls f(fleet) for every fleet.
+  template <typename F>
+  void ForEach(F&& f) {
+    f(kinematic_bicycle);
+    f(physics_body);
+  }
+  template <typename F>
+  void ForEach(F&& f) const {
+    f(kinematic_bicycle);
+    f(physics_body);
+  }
+  // Calls f(fleet) for the fleet of `kind`, returning what it returns.
+  template <typename F>
+  decltype(auto) Visit(ModelKind kind, F&& f) {
+    switch (kind) {
+      case ModelKind::kKinematicBicycle: return f(kinematic_bicycle);
+      case ModelKind::kPhysicsBody: return f(physics_body);
+    }
+    __builtin_unreachable();  // Every ModelKind is handled above.
+  }
+  template <typename F>
+  decltype(auto) Visit(ModelKind kind, F&& f) const {
+    switch (kind) {
+      case ModelKind::kKinematicBicycle: return f(kinematic_bicycle);
+      case ModelKind::kPhysicsBody: return f(physics_body);
+    }
+    __builtin_unreachable();  // Every ModelKind is handled above.
+  }
+};
+
+}  // namespace pitlane::sim
+
+#endif  // PITLANE_SERVER_SIM_FLEET_H_

@@ -1,0 +1,138 @@
+"""Every vehicle model spawned and driven through the real server.
+
+Each model is checked against a closed form of its own physics over the wire
+(docs/vehicle-models.md has the derivations), and the API's rules for models:
+controls a model does not use are rejected, limits it does not use are
+rejected, and a spawned vehicle's description lists its resolved parameters.
+"""
+
+import math
+
+import grpc
+import pytest
+
+import pitlane
+from conftest import assert_rpc_error
+from pitlane import pb
+
+RATE_HZ = 50.0
+DT = 1.0 / RATE_HZ
+
+
+def only_vehicle(state):
+    assert len(state.vehicles) == 1
+    return state.vehicles[0]
+
+
+# --- physics_body (seed 000) ---------------------------------------------------
+
+
+@pytest.mark.parametrize("rate_hz", [50.0, 100.0])
+def test_physics_body_coasts_down_exponentially_at_any_tick_rate(client, new_session, rate_hz):
+    """With no input the speed after t seconds is v0 * k^(50 t) at every rate."""
+    sid = new_session(tick_rate_hz=rate_hz)
+    client.spawn_vehicle(sid, model="physics_body", speed_mps=20.0,
+                         params={"drag_factor_per_frame": 0.97})
+    state = client.step(sid, int(2 * rate_hz))
+    assert only_vehicle(state).speed_mps == pytest.approx(20.0 * 0.97 ** 100, rel=1e-12)
+
+
+def test_physics_body_holds_a_target_speed_and_turns_instantly(client, new_session):
+    sid = new_session(tick_rate_hz=RATE_HZ)
+    car = client.spawn_vehicle(sid, model="physics_body",
+                               limits={"max_acceleration_mps2": 50.0})
+    client.set_controls(sid, [pitlane.control(car, target_speed_mps=8.0)])
+    car_state = only_vehicle(client.step(sid, 100))
+    assert car_state.speed_mps == pytest.approx(8.0, abs=1e-12)
+    x0 = car_state.x_m
+    # A quarter turn in one tick, then 1 s straight north at 8 m/s.
+    client.set_controls(sid, [pitlane.control(car, target_speed_mps=8.0,
+                                              yaw_rate_radps=math.pi / 2 * RATE_HZ)])
+    car_state = only_vehicle(client.step(sid, 1))
+    assert car_state.yaw_rad == pytest.approx(math.pi / 2, abs=1e-12)
+    assert car_state.yaw_rate_radps == pytest.approx(math.pi / 2 * RATE_HZ)
+    client.set_controls(sid, [pitlane.control(car, target_speed_mps=8.0)])
+    after = only_vehicle(client.step(sid, 50))
+    assert after.x_m == pytest.approx(x0 + 8.0 * DT, abs=1e-9)
+    assert after.y_m - car_state.y_m == pytest.approx(8.0, abs=1e-9)
+    assert after.steering_angle_rad == 0.0
+
+
+def test_physics_body_description_lists_resolved_parameters(client, new_session):
+    sid = new_session()
+    car = client.spawn_vehicle(sid, model="physics_body")
+    (info,) = client.get_session(sid).vehicles
+    assert info.vehicle_id == car
+    assert info.spec.WhichOneof("model") == "physics_body"
+    assert info.spec.physics_body.drag_factor_per_frame == 0.98
+    assert info.spec.limits.max_speed_mps == 30.0
+    assert not info.spec.limits.HasField("max_steering_angle_rad")
+
+
+# --- rules shared by every model --------------------------------------------------
+
+# (model, a control field the model does not use, its value)
+UNUSED_CONTROLS = [
+    ("kinematic_bicycle", "throttle", 0.5),
+    ("kinematic_bicycle", "brake", 1.0),
+    ("kinematic_bicycle", "yaw_rate_radps", 0.1),
+    ("kinematic_bicycle", "target_speed_mps", 3.0),
+    ("physics_body", "steering_angle_rad", 0.1),
+    ("physics_body", "throttle", 0.1),
+]
+
+
+@pytest.mark.parametrize("model,field,value", UNUSED_CONTROLS)
+def test_controls_a_model_does_not_use_are_rejected(client, new_session, model, field, value):
+    sid = new_session()
+    car = client.spawn_vehicle(sid, model=model)
+    before = client.get_state(sid)
+    assert_rpc_error(lambda: client.set_controls(sid, [pitlane.control(car, **{field: value})]),
+                     grpc.StatusCode.INVALID_ARGUMENT, f"controls[0].{field}", model)
+    client.step(sid, 5)
+    assert only_vehicle(client.get_state(sid)).x_m == only_vehicle(before).x_m
+
+
+@pytest.mark.parametrize("field,value", [("throttle", 1.5), ("brake", -0.1)])
+def test_pedals_outside_zero_one_are_rejected(client, new_session, field, value):
+    sid = new_session()
+    car = client.spawn_vehicle(sid, model="kinematic_bicycle")
+    assert_rpc_error(lambda: client.set_controls(sid, [pitlane.control(car, **{field: value})]),
+                     grpc.StatusCode.INVALID_ARGUMENT, f"controls[0].{field}", "[0, 1]")
+
+
+def test_physics_body_target_and_acceleration_are_exclusive(client, new_session):
+    sid = new_session()
+    car = client.spawn_vehicle(sid, model="physics_body")
+    assert_rpc_error(
+        lambda: client.set_controls(
+            sid, [pitlane.control(car, target_speed_mps=3.0, acceleration_mps2=1.0)]),
+        grpc.StatusCode.INVALID_ARGUMENT, "acceleration_mps2", "target_speed_mps")
+
+
+@pytest.mark.parametrize("model,limit", [
+    ("physics_body", "max_steering_angle_rad"),
+    ("physics_body", "max_steering_rate_radps"),
+])
+def test_limits_a_model_does_not_use_are_rejected(client, new_session, model, limit):
+    sid = new_session()
+    assert_rpc_error(lambda: client.spawn_vehicle(sid, model=model, limits={limit: 0.5}),
+                     grpc.StatusCode.INVALID_ARGUMENT, f"limits.{limit}", "not used by", model)
+    assert client.get_session(sid).vehicle_count == 0
+
+
+@pytest.mark.parametrize("model,field,value", [
+    ("physics_body", "drag_factor_per_frame", 0.0),
+    ("physics_body", "drag_factor_per_frame", 1.5),
+])
+def test_bad_model_parameters_name_their_field(client, new_session, model, field, value):
+    sid = new_session()
+    assert_rpc_error(lambda: client.spawn_vehicle(sid, model=model, params={field: value}),
+                     grpc.StatusCode.INVALID_ARGUMENT, f"vehicles[0].{model}.{field}")
+
+
+def test_python_client_rejects_bicycle_arguments_for_other_models():
+    with pytest.raises(ValueError, match="kinematic_bicycle arguments"):
+        pitlane.vehicle_spec(model="physics_body", wheelbase_m=2.0)
+    with pytest.raises(ValueError, match="model must be one of"):
+        pitlane.vehicle_spec(model="hovercraft")
