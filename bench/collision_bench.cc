@@ -284,8 +284,7 @@ void BM_StepDynamicsOnly(benchmark::State& state, Density density, std::size_t n
   WorldState world_state = GetWorld(density, n, 0).state();
   KinematicBicycleFleet& fleet = world_state.fleets.kinematic_bicycle;
   for (auto _ : state) {
-    fleet.Step(kDt_s);
-    fleet.Publish(world_state.vehicles);
+    fleet.Step(kDt_s, world_state.vehicles);
     benchmark::ClobberMemory();
   }
   state.counters["per_vehicle"] = PerItem(static_cast<double>(n));

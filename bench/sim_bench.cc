@@ -12,9 +12,24 @@
 namespace pitlane::sim {
 namespace {
 
-// A world of `n` kinematic bicycles spread on a grid, each with its own speed and held
-// steering, so that no two vehicles take exactly the same path through the math.
-World MakeWorld(std::int64_t n, BicycleIntegrator integrator) {
+// Controls for vehicle `i` of a model, varied so that no two vehicles take exactly the same
+// path through the math: some speed up, some slow down, all steer differently.
+VehicleInput ControlsFor(ModelKind kind, std::int64_t i) {
+  const auto id = static_cast<VehicleId>(i + 1);
+  const double steer = 0.3 * std::cos(0.37 * i);
+  switch (kind) {
+    case ModelKind::kKinematicBicycle:
+      return {.id = id, .acceleration_mps2 = 0.5 * std::sin(0.1 * i), .steering_angle_rad = steer};
+    case ModelKind::kPhysicsBody:
+      if (i % 2 == 0) return {.id = id, .target_speed_mps = 5.0 + (i % 20), .yaw_rate_radps = steer};
+      return {.id = id, .acceleration_mps2 = 0.5 * std::sin(0.1 * i), .yaw_rate_radps = steer};
+  }
+  return {.id = id};
+}
+
+// A world of `n` vehicles of one model spread on a grid, each with its own speed and held
+// controls.
+World MakeWorld(std::int64_t n, const VehicleModelSpec& model) {
   World world = *World::Create({.tick_rate_hz = 50,
                                 .seed = 1,
                                 .max_vehicles = static_cast<std::uint32_t>(n)});
@@ -24,14 +39,16 @@ World MakeWorld(std::int64_t n, BicycleIntegrator integrator) {
     specs[i].initial_pose = {.x_m = 10.0 * (i % 1000), .y_m = 10.0 * (i / 1000),
                              .yaw_rad = 0.001 * i};
     specs[i].initial_speed_mps = 5.0 + (i % 20);
-    std::get<KinematicBicycleSpec>(specs[i].model).integrator = integrator;
-    inputs[i] = {.id = static_cast<VehicleId>(i + 1),
-                 .acceleration_mps2 = 0.5 * std::sin(0.1 * i),
-                 .steering_angle_rad = 0.3 * std::cos(0.37 * i)};
+    specs[i].model = model;
+    inputs[i] = ControlsFor(ModelKindOf(model), i);
   }
   (void)world.Spawn(specs).value();
-  (void)world.SetInputs(inputs);
+  (void)world.SetInputs(inputs).ok();
   return world;
+}
+
+World MakeWorld(std::int64_t n, BicycleIntegrator integrator) {
+  return MakeWorld(n, KinematicBicycleSpec{.integrator = integrator});
 }
 
 // Vehicle dynamics alone: the fleet's integrator loop, as World::Step runs it first.
@@ -42,8 +59,7 @@ void BM_Dynamics(benchmark::State& state, BicycleIntegrator integrator) {
   KinematicBicycleFleet& fleet = world_state.fleets.kinematic_bicycle;
   const double dt_s = world.params().dt_s;
   for (auto _ : state) {
-    fleet.Step(dt_s);
-    fleet.Publish(world_state.vehicles);
+    fleet.Step(dt_s, world_state.vehicles);
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * n);
@@ -66,6 +82,30 @@ void BM_WorldStep(benchmark::State& state, BicycleIntegrator integrator) {
       static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
                                   benchmark::Counter::kInvert);
 }
+
+// Dynamics of each model alone: its fleet's step plus publishing the poses into the vehicle
+// table, as World::Step runs them before the collision stage.
+void BM_ModelDynamics(benchmark::State& state, VehicleModelSpec model) {
+  const std::int64_t n = state.range(0);
+  const World world = MakeWorld(n, model);
+  WorldState world_state = world.state();
+  const double dt_s = world.params().dt_s;
+  for (auto _ : state) {
+    world_state.fleets.ForEach([&](auto& fleet) {
+      if (fleet.size() == 0) return;
+      fleet.Step(dt_s, world_state.vehicles);
+    });
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+  state.counters["per_vehicle_step"] = benchmark::Counter(
+      static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
+                                  benchmark::Counter::kInvert);
+}
+
+BENCHMARK_CAPTURE(BM_ModelDynamics, kinematic_bicycle, KinematicBicycleSpec{})
+    ->Arg(10000)->Arg(100000);
+BENCHMARK_CAPTURE(BM_ModelDynamics, physics_body, PhysicsBodySpec{})->Arg(10000)->Arg(100000);
 
 BENCHMARK_CAPTURE(BM_Dynamics, semi_implicit_euler, BicycleIntegrator::kSemiImplicitEuler)
     ->Arg(1)->Arg(1000)->Arg(100000);

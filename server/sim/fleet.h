@@ -63,9 +63,13 @@ class ModelFleet {
     states[index] = Model::WithPose(params[index], states[index], pose);
   }
   void Halt(std::size_t index) { Model::Halt(params[index], inputs[index], states[index]); }
-  void Step(double dt_s) {
+  // Advances every vehicle by `dt_s` seconds and publishes its new pose into `table`.
+  void Step(double dt_s, VehicleTable& table) {
     const std::size_t n = size();
-    for (std::size_t i = 0; i < n; ++i) Model::Step(params[i], inputs[i], dt_s, states[i]);
+    for (std::size_t i = 0; i < n; ++i) {
+      Model::Step(params[i], inputs[i], dt_s, states[i]);
+      PublishOne(i, table);
+    }
   }
   void PublishOne(std::size_t index, VehicleTable& table) const {
     const State& state = states[index];
@@ -75,9 +79,6 @@ class ModelFleet {
     table.yaw_rad[row] = state.pose.yaw_rad;
     table.speed_mps[row] = state.speed_mps;
     Model::Axes(state, &table.cos_yaw[row], &table.sin_yaw[row]);
-  }
-  void Publish(VehicleTable& table) const {
-    for (std::size_t i = 0; i < size(); ++i) PublishOne(i, table);
   }
   VehicleReadout ReadoutAt(std::size_t index) const {
     return Model::Read(params[index], inputs[index], states[index]);

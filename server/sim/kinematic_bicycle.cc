@@ -248,7 +248,9 @@ void KinematicBicycleFleet::Halt(std::size_t index) {
   SetInput(index, MakeKinematicBicycleInput(params[index], 0.0, 0.0));
 }
 
-void KinematicBicycleFleet::Step(double dt_s) { StepFleet(dt_s, *this); }
+void KinematicBicycleFleet::Step(double dt_s, VehicleTable& table) {
+  StepFleet(dt_s, *this, &table);
+}
 
 void KinematicBicycleFleet::PublishOne(std::size_t i, VehicleTable& table) const {
   const std::uint32_t row = rows[i];
@@ -258,10 +260,6 @@ void KinematicBicycleFleet::PublishOne(std::size_t i, VehicleTable& table) const
   table.speed_mps[row] = speed_mps[i];
   table.cos_yaw[row] = cos_yaw[i];
   table.sin_yaw[row] = sin_yaw[i];
-}
-
-void KinematicBicycleFleet::Publish(VehicleTable& table) const {
-  for (std::size_t i = 0; i < size(); ++i) PublishOne(i, table);
 }
 
 KinematicBicycleState KinematicBicycleFleet::StateAt(std::size_t index) const {
@@ -281,7 +279,7 @@ VehicleReadout KinematicBicycleFleet::ReadoutAt(std::size_t index) const {
   };
 }
 
-void StepFleet(double dt_s, KinematicBicycleFleet& fleet) {
+void StepFleet(double dt_s, KinematicBicycleFleet& fleet, VehicleTable* table) {
   // Wheels still turning towards their command (each on its own, so order does not matter).
   for (std::size_t k = 0; k < fleet.turning.size();) {
     const std::uint32_t i = fleet.turning[k];
@@ -307,9 +305,24 @@ void StepFleet(double dt_s, KinematicBicycleFleet& fleet) {
   double* a = fleet.acceleration_mps2.data();
   double* cos_yaw = fleet.cos_yaw.data();
   double* sin_yaw = fleet.sin_yaw.data();
+  if (table == nullptr) {
+    for (std::size_t i = 0; i < n; ++i) {
+      Advance(params[i], drive[i].acceleration_command_mps2, drive[i].curvature_1pm, dt_s,
+              inv_dt, x[i], y[i], yaw[i], v[i], a[i], cos_yaw[i], sin_yaw[i]);
+    }
+    return;
+  }
+  const std::uint32_t* rows = fleet.rows.data();
   for (std::size_t i = 0; i < n; ++i) {
     Advance(params[i], drive[i].acceleration_command_mps2, drive[i].curvature_1pm, dt_s, inv_dt,
             x[i], y[i], yaw[i], v[i], a[i], cos_yaw[i], sin_yaw[i]);
+    const std::uint32_t row = rows[i];
+    table->x_m[row] = x[i];
+    table->y_m[row] = y[i];
+    table->yaw_rad[row] = yaw[i];
+    table->speed_mps[row] = v[i];
+    table->cos_yaw[row] = cos_yaw[i];
+    table->sin_yaw[row] = sin_yaw[i];
   }
 }
 

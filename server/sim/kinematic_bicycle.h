@@ -117,18 +117,18 @@ struct KinematicBicycleFleet {
   void SetPose(std::size_t index, const Pose2& pose);
   // Halts the vehicle for good (a crash): speed, acceleration and controls 0.
   void Halt(std::size_t index);
-  // Advances every vehicle by `dt_s` seconds.
-  void Step(double dt_s);
-  // Copies the pose, speed and heading axes of every vehicle into its row of `table`.
-  void Publish(VehicleTable& table) const;
+  // Advances every vehicle by `dt_s` seconds and copies its new pose, speed and heading axes
+  // into its row of `table` (in the same pass).
+  void Step(double dt_s, VehicleTable& table);
+  // Copies the pose, speed and heading axes of the vehicle at `index` into its row of `table`.
   void PublishOne(std::size_t index, VehicleTable& table) const;
 
   KinematicBicycleState StateAt(std::size_t index) const;
   VehicleReadout ReadoutAt(std::size_t index) const;
 };
 
-// Advances every bicycle of `fleet` by `dt_s` seconds.
-void StepFleet(double dt_s, KinematicBicycleFleet& fleet);
+// Advances every bicycle of `fleet` by `dt_s` seconds; publishes into `table` if not null.
+void StepFleet(double dt_s, KinematicBicycleFleet& fleet, VehicleTable* table = nullptr);
 
 }  // namespace pitlane::sim
 

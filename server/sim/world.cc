@@ -259,8 +259,7 @@ void World::Step(std::vector<ContactEvent>* transitions) {
   // Vehicle dynamics, model by model; then the new poses go into the table.
   state_.fleets.ForEach([this, &fleet](auto& model_fleet) {
     if (model_fleet.size() == 0) return;
-    model_fleet.Step(params_.dt_s);
-    model_fleet.Publish(fleet);
+    model_fleet.Step(params_.dt_s, fleet);
   });
 
   // Vehicles that moved far are swept against obstacles first: under kStop one that hit an
