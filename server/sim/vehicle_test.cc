@@ -116,3 +116,88 @@ TEST(ResolveVehicleSpec, AcceptsTheBoundaries) {
 
 }  // namespace
 }  // namespace pitlane::sim
+
+namespace pitlane::sim {
+namespace {
+
+TEST(ResolveVehicleSpec, FillsTheLimitsTheModelUsesAndOnlyThose) {
+  VehicleSpec bicycle;
+  ASSERT_TRUE(ResolveVehicleSpec(bicycle).ok());
+  EXPECT_EQ(bicycle.limits.max_steering_angle_rad, 0.6);
+  EXPECT_EQ(bicycle.limits.max_steering_rate_radps, kInf);
+  EXPECT_EQ(bicycle.limits.max_speed_mps, 30.0);
+
+  VehicleSpec body;
+  body.model = PhysicsBodySpec{};
+  body.limits.max_speed_mps = 12.0;
+  ASSERT_TRUE(ResolveVehicleSpec(body).ok());
+  EXPECT_FALSE(body.limits.max_steering_angle_rad.has_value());
+  EXPECT_FALSE(body.limits.max_steering_rate_radps.has_value());
+  EXPECT_EQ(body.limits.max_speed_mps, 12.0);
+  EXPECT_EQ(body.limits.max_acceleration_mps2, 3.0);
+  EXPECT_EQ(LimitsOf(body).max_speed_mps, 12.0);
+}
+
+TEST(ResolveVehicleSpec, RejectsALimitTheModelDoesNotUse) {
+  for (const auto set : {+[](VehicleLimitsSpec& l) { l.max_steering_angle_rad = 0.5; },
+                         +[](VehicleLimitsSpec& l) { l.max_steering_rate_radps = 1.0; }}) {
+    VehicleSpec spec;
+    spec.model = PhysicsBodySpec{};
+    set(spec.limits);
+    const absl::Status status = ResolveVehicleSpec(spec);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(status.message()), HasSubstr("not used by physics_body"));
+  }
+}
+
+TEST(ResolveVehicleSpec, InitialSpeedIsCheckedAgainstTheModelsLimits) {
+  VehicleSpec spec;
+  spec.model = PhysicsBodySpec{};
+  spec.limits.max_reverse_speed_mps = 0.0;
+  spec.initial_speed_mps = -0.5;
+  EXPECT_THAT(std::string(ResolveVehicleSpec(spec).message()), HasSubstr("initial_speed_mps"));
+}
+
+struct ControlCase {
+  ModelKind kind;
+  VehicleInput input;
+  std::string field;  // Empty: accepted.
+};
+
+class CheckControlsTest : public ::testing::TestWithParam<ControlCase> {};
+
+TEST_P(CheckControlsTest, AcceptsTheModelsFieldsAndNamesAnyOther) {
+  const absl::Status status = CheckControls(GetParam().kind, GetParam().input);
+  if (GetParam().field.empty()) {
+    EXPECT_TRUE(status.ok()) << status;
+  } else {
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(status.message()), HasSubstr(GetParam().field + ":"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Vehicle, CheckControlsTest,
+    ::testing::Values(
+        ControlCase{ModelKind::kKinematicBicycle,
+                    {.acceleration_mps2 = -3, .steering_angle_rad = 9}, ""},
+        ControlCase{ModelKind::kKinematicBicycle, {.throttle = 0.5}, "throttle"},
+        ControlCase{ModelKind::kKinematicBicycle, {.brake = 0.5}, "brake"},
+        ControlCase{ModelKind::kKinematicBicycle, {.target_speed_mps = 0.0}, "target_speed_mps"},
+        ControlCase{ModelKind::kKinematicBicycle, {.yaw_rate_radps = 1}, "yaw_rate_radps"},
+        ControlCase{ModelKind::kKinematicBicycle, {.acceleration_mps2 = kNaN},
+                    "acceleration_mps2"},
+        ControlCase{ModelKind::kKinematicBicycle, {.steering_angle_rad = kInf},
+                    "steering_angle_rad"},
+        ControlCase{ModelKind::kKinematicBicycle, {.throttle = 1.5}, "throttle"},
+        ControlCase{ModelKind::kKinematicBicycle, {.brake = -0.1}, "brake"},
+        ControlCase{ModelKind::kPhysicsBody, {.target_speed_mps = -2, .yaw_rate_radps = 3}, ""},
+        ControlCase{ModelKind::kPhysicsBody, {.acceleration_mps2 = 1, .yaw_rate_radps = 3}, ""},
+        ControlCase{ModelKind::kPhysicsBody, {.acceleration_mps2 = 1, .target_speed_mps = 2},
+                    "acceleration_mps2"},
+        ControlCase{ModelKind::kPhysicsBody, {.steering_angle_rad = 0.1}, "steering_angle_rad"},
+        ControlCase{ModelKind::kPhysicsBody, {.target_speed_mps = kNaN}, "target_speed_mps"},
+        ControlCase{ModelKind::kPhysicsBody, {.yaw_rate_radps = -kInf}, "yaw_rate_radps"}));
+
+}  // namespace
+}  // namespace pitlane::sim

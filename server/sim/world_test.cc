@@ -212,3 +212,123 @@ TEST(World, IsDeterministic) {
 
 }  // namespace
 }  // namespace pitlane::sim
+
+namespace pitlane::sim {
+namespace {
+
+// A vehicle of each model, and controls its model takes, for tests that mix the fleets.
+VehicleSpec SpecOfKind(ModelKind kind, int i) {
+  VehicleSpec spec;
+  spec.initial_pose = {.x_m = 20.0 * i, .y_m = -3.0 * i, .yaw_rad = 0.4 * i};
+  spec.initial_speed_mps = 1.0 + (i % 4);
+  switch (kind) {
+    case ModelKind::kKinematicBicycle: spec.model = KinematicBicycleSpec{}; break;
+    case ModelKind::kPhysicsBody: spec.model = PhysicsBodySpec{}; break;
+  }
+  return spec;
+}
+
+VehicleInput ControlsOfKind(ModelKind kind, VehicleId id, int t) {
+  const double s = std::sin(0.05 * t + static_cast<double>(id));
+  switch (kind) {
+    case ModelKind::kKinematicBicycle:
+      return {.id = id, .acceleration_mps2 = s, .steering_angle_rad = 0.3 * s};
+    case ModelKind::kPhysicsBody:
+      return {.id = id, .target_speed_mps = 4.0 + 2.0 * s, .yaw_rate_radps = 0.2 * s};
+  }
+  return {.id = id};
+}
+
+// Controls that keep a vehicle of each model moving forward.
+VehicleInput CruiseOfKind(ModelKind kind, VehicleId id) {
+  switch (kind) {
+    case ModelKind::kKinematicBicycle: return {.id = id};
+    case ModelKind::kPhysicsBody: return {.id = id, .target_speed_mps = 3.0};
+  }
+  return {.id = id};
+}
+
+// Vehicles of every model, interleaved, some removed: each must move exactly as it would alone
+// in its own world (REPORT policy, so nothing interacts). This checks that the table's rows and
+// the fleets' slots stay matched through spawns and removals.
+TEST(World, MixedModelsStepAsIfEachWereAlone) {
+  constexpr int kVehicles = 24;
+  World world = MakeWorld();
+  std::vector<VehicleSpec> specs;
+  std::vector<ModelKind> kinds;
+  for (int i = 0; i < kVehicles; ++i) {
+    kinds.push_back(static_cast<ModelKind>(i % kModelKindCount));
+    specs.push_back(SpecOfKind(kinds.back(), i));
+  }
+  ASSERT_TRUE(world.Spawn(specs).ok());
+  std::vector<int> alive;
+  for (int i = 0; i < kVehicles; ++i) {
+    if (i % 5 == 1 || i % 7 == 3) {
+      ASSERT_TRUE(world.Remove(static_cast<VehicleId>(i + 1)).ok());
+    } else {
+      alive.push_back(i);
+    }
+  }
+  std::vector<World> alone;
+  for (const int i : alive) {
+    alone.push_back(MakeWorld());
+    ASSERT_TRUE(alone.back().Spawn({specs[i]}).ok());
+  }
+  for (int t = 0; t < 300; ++t) {
+    if (t % 25 == 0) {
+      std::vector<VehicleInput> inputs;
+      for (std::size_t k = 0; k < alive.size(); ++k) {
+        const int i = alive[k];
+        inputs.push_back(ControlsOfKind(kinds[i], static_cast<VehicleId>(i + 1), t));
+        VehicleInput solo = inputs.back();
+        solo.id = 1;
+        ASSERT_TRUE(alone[k].SetInputs({solo}).ok());
+      }
+      ASSERT_TRUE(world.SetInputs(inputs).ok());
+    }
+    world.Step();
+    for (World& w : alone) w.Step();
+  }
+  const std::vector<VehicleSnapshot> mixed = world.Snapshot();
+  ASSERT_EQ(mixed.size(), alive.size());
+  for (std::size_t k = 0; k < alive.size(); ++k) {
+    const VehicleSnapshot solo = alone[k].Snapshot()[0];
+    SCOPED_TRACE(::testing::Message() << "vehicle " << alive[k] + 1);
+    EXPECT_EQ(mixed[k].id, static_cast<VehicleId>(alive[k] + 1));
+    EXPECT_EQ(mixed[k].kind, kinds[alive[k]]);
+    EXPECT_EQ(mixed[k].pose.x_m, solo.pose.x_m);
+    EXPECT_EQ(mixed[k].pose.y_m, solo.pose.y_m);
+    EXPECT_EQ(mixed[k].pose.yaw_rad, solo.pose.yaw_rad);
+    EXPECT_EQ(mixed[k].speed_mps, solo.speed_mps);
+    EXPECT_EQ(mixed[k].readout.acceleration_mps2, solo.readout.acceleration_mps2);
+    EXPECT_NE(mixed[k].pose.x_m, specs[alive[k]].initial_pose.x_m);  // They did move.
+  }
+}
+
+// Under STOP, a crash halts a vehicle of any model for good, and its controls are accepted and
+// ignored.
+TEST(World, CrashHaltsEveryModel) {
+  for (std::size_t kind = 0; kind < kModelKindCount; ++kind) {
+    SCOPED_TRACE(ModelName(static_cast<ModelKind>(kind)));
+    World world = *World::Create(
+        {.max_vehicles = 4, .collision_policy = CollisionPolicy::kStop});
+    VehicleSpec spec = SpecOfKind(static_cast<ModelKind>(kind), 0);
+    spec.initial_pose = {};
+    spec.initial_speed_mps = 3.0;
+    VehicleSpec wall;  // A parked bicycle 6 m ahead.
+    wall.initial_pose = {.x_m = 6.0 + 4.5};
+    ASSERT_TRUE(world.Spawn({spec, wall}).ok());
+    ASSERT_TRUE(world.SetInputs({CruiseOfKind(static_cast<ModelKind>(kind), 1)}).ok());
+    for (int t = 0; t < 200 && !world.Snapshot()[0].crashed; ++t) world.Step();
+    const VehicleSnapshot crashed = world.Snapshot()[0];
+    ASSERT_TRUE(crashed.crashed);
+    EXPECT_EQ(crashed.speed_mps, 0.0);
+    ASSERT_TRUE(world.SetInputs({ControlsOfKind(static_cast<ModelKind>(kind), 1, 3)}).ok());
+    for (int t = 0; t < 50; ++t) world.Step();
+    EXPECT_EQ(world.Snapshot()[0].pose.x_m, crashed.pose.x_m);
+    EXPECT_EQ(world.Snapshot()[0].speed_mps, 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace pitlane::sim
