@@ -19,6 +19,7 @@ VehicleInput ControlsFor(ModelKind kind, std::int64_t i) {
   const double steer = 0.3 * std::cos(0.37 * i);
   switch (kind) {
     case ModelKind::kKinematicBicycle:
+    case ModelKind::kSingleTrack:
       return {.id = id, .acceleration_mps2 = 0.5 * std::sin(0.1 * i), .steering_angle_rad = steer};
     case ModelKind::kPhysicsBody:
       if (i % 2 == 0) return {.id = id, .target_speed_mps = 5.0 + (i % 20), .yaw_rate_radps = steer};
@@ -106,6 +107,7 @@ void BM_ModelDynamics(benchmark::State& state, VehicleModelSpec model) {
 BENCHMARK_CAPTURE(BM_ModelDynamics, kinematic_bicycle, KinematicBicycleSpec{})
     ->Arg(10000)->Arg(100000);
 BENCHMARK_CAPTURE(BM_ModelDynamics, physics_body, PhysicsBodySpec{})->Arg(10000)->Arg(100000);
+BENCHMARK_CAPTURE(BM_ModelDynamics, single_track, SingleTrackSpec{})->Arg(10000)->Arg(100000);
 
 BENCHMARK_CAPTURE(BM_Dynamics, semi_implicit_euler, BicycleIntegrator::kSemiImplicitEuler)
     ->Arg(1)->Arg(1000)->Arg(100000);

@@ -179,6 +179,43 @@ absl::StatusOr<sim::VehicleSpec> VehicleSpecFromProto(const v1::VehicleSpec& spe
       out.model = model;
       break;
     }
+    case v1::VehicleSpec::kSingleTrack: {
+      const v1::SingleTrack& car = spec.single_track();
+      sim::SingleTrackSpec model;
+      switch (car.preset()) {
+        case v1::SINGLE_TRACK_PRESET_UNSPECIFIED:
+        case v1::SINGLE_TRACK_PRESET_BMW_320I:
+          model.preset = sim::SingleTrackPreset::kBmw320i;
+          break;
+        case v1::SINGLE_TRACK_PRESET_FORD_ESCORT:
+          model.preset = sim::SingleTrackPreset::kFordEscort;
+          break;
+        case v1::SINGLE_TRACK_PRESET_VW_VANAGON:
+          model.preset = sim::SingleTrackPreset::kVwVanagon;
+          break;
+        default:
+          return absl::InvalidArgumentError(
+              absl::StrCat("single_track.preset: unknown value ", car.preset()));
+      }
+      const auto copy = [](bool has, double value, std::optional<double>& out) {
+        if (has) out = value;
+      };
+      copy(car.has_mass_kg(), car.mass_kg(), model.mass_kg);
+      copy(car.has_yaw_inertia_kgm2(), car.yaw_inertia_kgm2(), model.yaw_inertia_kgm2);
+      copy(car.has_cg_to_front_axle_m(), car.cg_to_front_axle_m(), model.cg_to_front_axle_m);
+      copy(car.has_cg_to_rear_axle_m(), car.cg_to_rear_axle_m(), model.cg_to_rear_axle_m);
+      copy(car.has_cg_height_m(), car.cg_height_m(), model.cg_height_m);
+      copy(car.has_friction_coefficient(), car.friction_coefficient(),
+           model.friction_coefficient);
+      copy(car.has_front_cornering_stiffness_1prad(), car.front_cornering_stiffness_1prad(),
+           model.front_cornering_stiffness_1prad);
+      copy(car.has_rear_cornering_stiffness_1prad(), car.rear_cornering_stiffness_1prad(),
+           model.rear_cornering_stiffness_1prad);
+      copy(car.has_switching_speed_mps(), car.switching_speed_mps(), model.switching_speed_mps);
+      copy(car.has_rear_overhang_m(), car.rear_overhang_m(), model.rear_overhang_m);
+      out.model = model;
+      break;
+    }
     case v1::VehicleSpec::MODEL_NOT_SET:
       return absl::InvalidArgumentError("model: required (set e.g. kinematic_bicycle)");
   }
@@ -286,6 +323,34 @@ void VehicleSpecToProto(const sim::VehicleSpec& spec, v1::VehicleSpec* out) {
       bicycle->set_wheelbase_m(model.wheelbase_m);
       if (model.rear_overhang_m.has_value()) bicycle->set_rear_overhang_m(*model.rear_overhang_m);
       bicycle->set_integrator(IntegratorToProto(model.integrator));
+    }
+    void operator()(const sim::SingleTrackSpec& model) const {
+      v1::SingleTrack* car = out->mutable_single_track();
+      switch (model.preset) {
+        case sim::SingleTrackPreset::kBmw320i:
+          car->set_preset(v1::SINGLE_TRACK_PRESET_BMW_320I);
+          break;
+        case sim::SingleTrackPreset::kFordEscort:
+          car->set_preset(v1::SINGLE_TRACK_PRESET_FORD_ESCORT);
+          break;
+        case sim::SingleTrackPreset::kVwVanagon:
+          car->set_preset(v1::SINGLE_TRACK_PRESET_VW_VANAGON);
+          break;
+      }
+      if (model.mass_kg) car->set_mass_kg(*model.mass_kg);
+      if (model.yaw_inertia_kgm2) car->set_yaw_inertia_kgm2(*model.yaw_inertia_kgm2);
+      if (model.cg_to_front_axle_m) car->set_cg_to_front_axle_m(*model.cg_to_front_axle_m);
+      if (model.cg_to_rear_axle_m) car->set_cg_to_rear_axle_m(*model.cg_to_rear_axle_m);
+      if (model.cg_height_m) car->set_cg_height_m(*model.cg_height_m);
+      if (model.friction_coefficient) car->set_friction_coefficient(*model.friction_coefficient);
+      if (model.front_cornering_stiffness_1prad) {
+        car->set_front_cornering_stiffness_1prad(*model.front_cornering_stiffness_1prad);
+      }
+      if (model.rear_cornering_stiffness_1prad) {
+        car->set_rear_cornering_stiffness_1prad(*model.rear_cornering_stiffness_1prad);
+      }
+      if (model.switching_speed_mps) car->set_switching_speed_mps(*model.switching_speed_mps);
+      if (model.rear_overhang_m) car->set_rear_overhang_m(*model.rear_overhang_m);
     }
     void operator()(const sim::PhysicsBodySpec& model) const {
       v1::PhysicsBody* body = out->mutable_physics_body();

@@ -17,6 +17,7 @@
 #include "server/sim/kinematic_bicycle.h"
 #include "server/sim/model_common.h"
 #include "server/sim/physics_body.h"
+#include "server/sim/single_track.h"
 #include "server/sim/trig.h"
 #include "server/sim/vehicle.h"
 #include "server/sim/vehicle_table.h"
@@ -122,21 +123,57 @@ struct PhysicsBodyModel {
   }
 };
 
+struct SingleTrackModel {
+  using Spec = SingleTrackSpec;
+  using Params = SingleTrackParams;
+  using Input = SingleTrackInput;
+  using State = SingleTrackState;
+  static Params MakeParams(const Spec& spec, const VehicleLimits& limits, double dt_s) {
+    return MakeSingleTrackParams(spec, limits, dt_s);
+  }
+  static State MakeState(const Params& params, const Pose2& pose, double speed_mps) {
+    return MakeSingleTrackState(params, pose, speed_mps);
+  }
+  static Input MakeInput(const Params& params, const VehicleInput& input) {
+    return MakeSingleTrackInput(params, input.acceleration_mps2, input.steering_angle_rad);
+  }
+  static State WithPose(const Params&, const State& state, const Pose2& pose) {
+    State moved = state;
+    moved.pose = {pose.x_m, pose.y_m, WrapToPi(pose.yaw_rad)};
+    return moved;
+  }
+  static void Halt(const Params& params, Input& input, State& state) {
+    HaltSingleTrack(params, input, state);
+  }
+  static void Step(const Params& params, const Input& input, double dt_s, State& state) {
+    StepSingleTrack(params, input, dt_s, state);
+  }
+  static void Axes(const State& state, double* cos_yaw, double* sin_yaw) {
+    SinCos(state.pose.yaw_rad, sin_yaw, cos_yaw);
+  }
+  static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
+    return ReadSingleTrack(params, input, state);
+  }
+};
+
 // One fleet per model, in the order of ModelKind.
 struct Fleets {
   KinematicBicycleFleet kinematic_bicycle;
   ModelFleet<PhysicsBodyModel> physics_body;
+  ModelFleet<SingleTrackModel> single_track;
 
   // Calls f(fleet) for every fleet.
   template <typename F>
   void ForEach(F&& f) {
     f(kinematic_bicycle);
     f(physics_body);
+    f(single_track);
   }
   template <typename F>
   void ForEach(F&& f) const {
     f(kinematic_bicycle);
     f(physics_body);
+    f(single_track);
   }
   // Calls f(fleet) for the fleet of `kind`, returning what it returns.
   template <typename F>
@@ -144,6 +181,7 @@ struct Fleets {
     switch (kind) {
       case ModelKind::kKinematicBicycle: return f(kinematic_bicycle);
       case ModelKind::kPhysicsBody: return f(physics_body);
+      case ModelKind::kSingleTrack: return f(single_track);
     }
     __builtin_unreachable();  // Every ModelKind is handled above.
   }
@@ -152,6 +190,7 @@ struct Fleets {
     switch (kind) {
       case ModelKind::kKinematicBicycle: return f(kinematic_bicycle);
       case ModelKind::kPhysicsBody: return f(physics_body);
+      case ModelKind::kSingleTrack: return f(single_track);
     }
     __builtin_unreachable();  // Every ModelKind is handled above.
   }

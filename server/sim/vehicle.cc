@@ -41,6 +41,8 @@ constexpr ModelTraits kModelTraits[] = {
     // kPhysicsBody
     {"physics_body", kAcceleration | kBraking | kSpeed | kReverseSpeed,
      kControlAcceleration | kControlTargetSpeed | kControlYawRate},
+    // kSingleTrack
+    {"single_track", kAllLimits, kControlAcceleration | kControlSteering},
 };
 static_assert(std::size(kModelTraits) == kModelKindCount);
 
@@ -53,6 +55,9 @@ VehicleLimits DefaultLimits(const VehicleModelSpec& model) {
     VehicleLimits operator()(const KinematicBicycleSpec&) const { return VehicleLimits{}; }
     VehicleLimits operator()(const PhysicsBodySpec& spec) const {
       return DefaultPhysicsBodyLimits(spec);
+    }
+    VehicleLimits operator()(const SingleTrackSpec& spec) const {
+      return DefaultSingleTrackLimits(spec);
     }
   };
   return std::visit(Visitor{}, model);
@@ -136,6 +141,10 @@ absl::Status ResolveModel(const VehicleSpec& spec, PhysicsBodySpec& body) {
   return ResolvePhysicsBodySpec(spec.length_m, spec.width_m, body);
 }
 
+absl::Status ResolveModel(const VehicleSpec& spec, SingleTrackSpec& car) {
+  return ResolveSingleTrackSpec(spec.length_m, spec.width_m, car);
+}
+
 absl::Status CheckSensors(const VehicleSpec& spec) {
   if (spec.range_scan.has_value()) {
     const RangeScanSpec& scan = *spec.range_scan;
@@ -205,6 +214,9 @@ BodyParams BodyOf(const VehicleSpec& resolved) {
     double operator()(const PhysicsBodySpec& body) const {
       return PhysicsBodyBodyCenterOffset(body, spec.length_m);
     }
+    double operator()(const SingleTrackSpec& car) const {
+      return SingleTrackBodyCenterOffset(car, spec.length_m);
+    }
   };
   return BodyParams{.length_m = resolved.length_m,
                     .width_m = resolved.width_m,
@@ -229,7 +241,10 @@ absl::Status CheckControls(ModelKind kind, const VehicleInput& input) {
   };
   const char* takes = "";
   switch (kind) {
-    case ModelKind::kKinematicBicycle: takes = "acceleration_mps2 and steering_angle_rad"; break;
+    case ModelKind::kKinematicBicycle:
+    case ModelKind::kSingleTrack:
+      takes = "acceleration_mps2 and steering_angle_rad";
+      break;
     case ModelKind::kPhysicsBody:
       takes = "target_speed_mps or acceleration_mps2, and yaw_rate_radps";
       break;

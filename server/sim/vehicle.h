@@ -14,6 +14,7 @@
 #include "server/sim/ids.h"
 #include "server/sim/model_common.h"
 #include "server/sim/physics_body.h"
+#include "server/sim/single_track.h"
 
 namespace pitlane::sim {
 
@@ -33,12 +34,13 @@ struct KinematicBicycleSpec {
 };
 
 // The closed set of vehicle models, in the order of ModelKind.
-using VehicleModelSpec = std::variant<KinematicBicycleSpec, PhysicsBodySpec>;
+using VehicleModelSpec = std::variant<KinematicBicycleSpec, PhysicsBodySpec, SingleTrackSpec>;
 
 // Which model a vehicle runs: the index of its alternative in VehicleModelSpec.
 enum class ModelKind : std::uint8_t {
   kKinematicBicycle = 0,
   kPhysicsBody = 1,
+  kSingleTrack = 2,
 };
 inline constexpr std::size_t kModelKindCount = std::variant_size_v<VehicleModelSpec>;
 

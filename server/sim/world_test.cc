@@ -224,6 +224,7 @@ VehicleSpec SpecOfKind(ModelKind kind, int i) {
   switch (kind) {
     case ModelKind::kKinematicBicycle: spec.model = KinematicBicycleSpec{}; break;
     case ModelKind::kPhysicsBody: spec.model = PhysicsBodySpec{}; break;
+    case ModelKind::kSingleTrack: spec.model = SingleTrackSpec{}; break;
   }
   return spec;
 }
@@ -232,6 +233,7 @@ VehicleInput ControlsOfKind(ModelKind kind, VehicleId id, int t) {
   const double s = std::sin(0.05 * t + static_cast<double>(id));
   switch (kind) {
     case ModelKind::kKinematicBicycle:
+    case ModelKind::kSingleTrack:
       return {.id = id, .acceleration_mps2 = s, .steering_angle_rad = 0.3 * s};
     case ModelKind::kPhysicsBody:
       return {.id = id, .target_speed_mps = 4.0 + 2.0 * s, .yaw_rate_radps = 0.2 * s};
@@ -242,7 +244,9 @@ VehicleInput ControlsOfKind(ModelKind kind, VehicleId id, int t) {
 // Controls that keep a vehicle of each model moving forward.
 VehicleInput CruiseOfKind(ModelKind kind, VehicleId id) {
   switch (kind) {
-    case ModelKind::kKinematicBicycle: return {.id = id};
+    case ModelKind::kKinematicBicycle:
+    case ModelKind::kSingleTrack:
+      return {.id = id};
     case ModelKind::kPhysicsBody: return {.id = id, .target_speed_mps = 3.0};
   }
   return {.id = id};

@@ -69,6 +69,54 @@ def test_physics_body_description_lists_resolved_parameters(client, new_session)
     assert not info.spec.limits.HasField("max_steering_angle_rad")
 
 
+# --- single_track (CommonRoad ST) -------------------------------------------------
+
+BMW_WHEELBASE_M = 1.15620 + 1.42272
+
+
+def test_single_track_circles_like_the_kinematic_bicycle_at_low_lateral_acceleration(
+        client, new_session):
+    """At 5 m/s and 0.05 rad (0.05 m/s² lateral) the presets are neutral-steer: the
+    yaw rate is v tan(d) / l to within d²/2 relative."""
+    sid = new_session(tick_rate_hz=RATE_HZ)
+    car = client.spawn_vehicle(sid, model="single_track", speed_mps=5.0)
+    client.set_controls(sid, {car: (0.0, 0.05)})
+    car_state = only_vehicle(client.step(sid, 500))
+    expected = 5.0 * math.tan(0.05) / BMW_WHEELBASE_M
+    assert car_state.yaw_rate_radps == pytest.approx(expected, rel=0.05 ** 2 / 2)
+    assert car_state.speed_mps == pytest.approx(5.0, abs=1e-12)
+    assert car_state.steering_angle_rad == pytest.approx(0.05, abs=1e-15)
+    assert abs(car_state.lateral_speed_mps) < 5.0 * 0.05
+
+
+def test_single_track_presets_set_their_limits(client, new_session):
+    sid = new_session()
+    client.spawn_vehicles(sid, [
+        pitlane.vehicle_spec(model="single_track", params={"preset": "SINGLE_TRACK_PRESET_FORD_ESCORT"}),
+        pitlane.vehicle_spec(model="single_track", y_m=10.0,
+                             limits={"max_steering_rate_radps": 2.0}),
+    ])
+    ford, bmw = client.get_session(sid).vehicles
+    assert ford.spec.single_track.preset == pb.SINGLE_TRACK_PRESET_FORD_ESCORT
+    assert ford.spec.single_track.mass_kg == pytest.approx(1225.89, abs=0.01)
+    assert ford.spec.limits.max_steering_angle_rad == pytest.approx(0.910, abs=1e-3)
+    assert ford.spec.limits.max_steering_rate_radps == pytest.approx(0.4)
+    assert bmw.spec.single_track.preset == pb.SINGLE_TRACK_PRESET_BMW_320I
+    assert bmw.spec.limits.max_steering_rate_radps == 2.0
+    assert bmw.spec.limits.max_speed_mps == pytest.approx(50.8, abs=0.05)
+
+
+def test_single_track_reverses_and_brakes_to_a_stop(client, new_session):
+    sid = new_session(tick_rate_hz=100.0)
+    car = client.spawn_vehicle(sid, model="single_track")
+    client.set_controls(sid, {car: (-2.0, -0.5)})  # Reverse at full lock.
+    state = only_vehicle(client.step(sid, 200))
+    assert state.speed_mps == pytest.approx(-4.0, abs=1e-9)
+    assert all(math.isfinite(v) for v in (state.x_m, state.y_m, state.yaw_rate_radps))
+    client.set_controls(sid, {car: (0.0, 0.0)})
+    assert only_vehicle(client.step(sid, 100)).speed_mps == pytest.approx(-4.0, abs=1e-9)
+
+
 # --- rules shared by every model --------------------------------------------------
 
 # (model, a control field the model does not use, its value)
@@ -79,6 +127,8 @@ UNUSED_CONTROLS = [
     ("kinematic_bicycle", "target_speed_mps", 3.0),
     ("physics_body", "steering_angle_rad", 0.1),
     ("physics_body", "throttle", 0.1),
+    ("single_track", "throttle", 0.3),
+    ("single_track", "yaw_rate_radps", 0.3),
 ]
 
 
@@ -124,6 +174,9 @@ def test_limits_a_model_does_not_use_are_rejected(client, new_session, model, li
 @pytest.mark.parametrize("model,field,value", [
     ("physics_body", "drag_factor_per_frame", 0.0),
     ("physics_body", "drag_factor_per_frame", 1.5),
+    ("single_track", "mass_kg", -1.0),
+    ("single_track", "cg_to_rear_axle_m", 4.0),
+    ("single_track", "friction_coefficient", float("nan")),
 ])
 def test_bad_model_parameters_name_their_field(client, new_session, model, field, value):
     sid = new_session()

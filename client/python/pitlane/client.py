@@ -158,8 +158,8 @@ def vehicle_spec(
     )
     model_message = getattr(spec, model)
     model_message.SetInParent()
-    for field, value in (params or {}).items():
-        setattr(model_message, field, value)
+    # The constructor takes enum values by name as well as by number.
+    model_message.MergeFrom(type(model_message)(**(params or {})))
     if model == "kinematic_bicycle":
         if integrator is not None:
             if integrator not in _INTEGRATORS:
