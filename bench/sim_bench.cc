@@ -24,6 +24,12 @@ VehicleInput ControlsFor(ModelKind kind, std::int64_t i) {
     case ModelKind::kPhysicsBody:
       if (i % 2 == 0) return {.id = id, .target_speed_mps = 5.0 + (i % 20), .yaw_rate_radps = steer};
       return {.id = id, .acceleration_mps2 = 0.5 * std::sin(0.1 * i), .yaw_rate_radps = steer};
+    case ModelKind::kFrontWheelDrive:
+    case ModelKind::kAllWheelDrive:
+    case ModelKind::kForceBased:
+      // Pedals: a third brake, the rest throttle between 0.2 and 1.
+      if (i % 3 == 0) return {.id = id, .steering_angle_rad = steer, .brake = 0.3};
+      return {.id = id, .steering_angle_rad = steer, .throttle = 0.6 + 0.4 * std::sin(0.1 * i)};
   }
   return {.id = id};
 }
@@ -108,6 +114,11 @@ BENCHMARK_CAPTURE(BM_ModelDynamics, kinematic_bicycle, KinematicBicycleSpec{})
     ->Arg(10000)->Arg(100000);
 BENCHMARK_CAPTURE(BM_ModelDynamics, physics_body, PhysicsBodySpec{})->Arg(10000)->Arg(100000);
 BENCHMARK_CAPTURE(BM_ModelDynamics, single_track, SingleTrackSpec{})->Arg(10000)->Arg(100000);
+BENCHMARK_CAPTURE(BM_ModelDynamics, front_wheel_drive, FrontWheelDriveSpec{})
+    ->Arg(10000)->Arg(100000);
+BENCHMARK_CAPTURE(BM_ModelDynamics, all_wheel_drive, AllWheelDriveSpec{})
+    ->Arg(10000)->Arg(100000);
+BENCHMARK_CAPTURE(BM_ModelDynamics, force_based, ForceBasedSpec{})->Arg(10000)->Arg(100000);
 
 BENCHMARK_CAPTURE(BM_Dynamics, semi_implicit_euler, BicycleIntegrator::kSemiImplicitEuler)
     ->Arg(1)->Arg(1000)->Arg(100000);

@@ -33,6 +33,71 @@ v1::BicycleIntegrator IntegratorToProto(sim::BicycleIntegrator integrator) {
   return v1::BICYCLE_INTEGRATOR_UNSPECIFIED;
 }
 
+// Copies a proto `optional double` into the core's optional.
+void CopyOptional(bool has, double value, std::optional<double>& out) {
+  if (has) out = value;
+}
+
+sim::AxleDriveSpec AxleDriveFromProto(const v1::AxleDriveCar& car) {
+  sim::AxleDriveSpec model;
+  CopyOptional(car.has_wheelbase_m(), car.wheelbase_m(), model.wheelbase_m);
+  CopyOptional(car.has_rear_overhang_m(), car.rear_overhang_m(), model.rear_overhang_m);
+  CopyOptional(car.has_gas_to_acc_mps2(), car.gas_to_acc_mps2(), model.gas_to_acc_mps2);
+  CopyOptional(car.has_brake_to_acc_mps2(), car.brake_to_acc_mps2(), model.brake_to_acc_mps2);
+  CopyOptional(car.has_drag_coefficient_1ps(), car.drag_coefficient_1ps(),
+               model.drag_coefficient_1ps);
+  CopyOptional(car.has_friction_coefficient(), car.friction_coefficient(),
+               model.friction_coefficient);
+  CopyOptional(car.has_cg_height_m(), car.cg_height_m(), model.cg_height_m);
+  CopyOptional(car.has_cg_to_front_axle_m(), car.cg_to_front_axle_m(), model.cg_to_front_axle_m);
+  return model;
+}
+
+void AxleDriveToProto(const sim::AxleDriveSpec& model, v1::AxleDriveCar* car) {
+  if (model.wheelbase_m) car->set_wheelbase_m(*model.wheelbase_m);
+  if (model.rear_overhang_m) car->set_rear_overhang_m(*model.rear_overhang_m);
+  if (model.gas_to_acc_mps2) car->set_gas_to_acc_mps2(*model.gas_to_acc_mps2);
+  if (model.brake_to_acc_mps2) car->set_brake_to_acc_mps2(*model.brake_to_acc_mps2);
+  if (model.drag_coefficient_1ps) car->set_drag_coefficient_1ps(*model.drag_coefficient_1ps);
+  if (model.friction_coefficient) car->set_friction_coefficient(*model.friction_coefficient);
+  if (model.cg_height_m) car->set_cg_height_m(*model.cg_height_m);
+  if (model.cg_to_front_axle_m) car->set_cg_to_front_axle_m(*model.cg_to_front_axle_m);
+}
+
+sim::ForceBasedSpec ForceBasedFromProto(const v1::ForceBased& car) {
+  sim::ForceBasedSpec model;
+  CopyOptional(car.has_mass_kg(), car.mass_kg(), model.mass_kg);
+  CopyOptional(car.has_engine_force_n(), car.engine_force_n(), model.engine_force_n);
+  CopyOptional(car.has_brake_force_n(), car.brake_force_n(), model.brake_force_n);
+  CopyOptional(car.has_drag_coefficient(), car.drag_coefficient(), model.drag_coefficient);
+  CopyOptional(car.has_frontal_area_m2(), car.frontal_area_m2(), model.frontal_area_m2);
+  CopyOptional(car.has_air_density_kgpm3(), car.air_density_kgpm3(), model.air_density_kgpm3);
+  CopyOptional(car.has_rolling_resistance_nspm(), car.rolling_resistance_nspm(),
+               model.rolling_resistance_nspm);
+  CopyOptional(car.has_rolling_resistance_coefficient(), car.rolling_resistance_coefficient(),
+               model.rolling_resistance_coefficient);
+  CopyOptional(car.has_axle_distance_m(), car.axle_distance_m(), model.axle_distance_m);
+  CopyOptional(car.has_slip_threshold_mps(), car.slip_threshold_mps(), model.slip_threshold_mps);
+  return model;
+}
+
+void ForceBasedToProto(const sim::ForceBasedSpec& model, v1::ForceBased* car) {
+  if (model.mass_kg) car->set_mass_kg(*model.mass_kg);
+  if (model.engine_force_n) car->set_engine_force_n(*model.engine_force_n);
+  if (model.brake_force_n) car->set_brake_force_n(*model.brake_force_n);
+  if (model.drag_coefficient) car->set_drag_coefficient(*model.drag_coefficient);
+  if (model.frontal_area_m2) car->set_frontal_area_m2(*model.frontal_area_m2);
+  if (model.air_density_kgpm3) car->set_air_density_kgpm3(*model.air_density_kgpm3);
+  if (model.rolling_resistance_nspm) {
+    car->set_rolling_resistance_nspm(*model.rolling_resistance_nspm);
+  }
+  if (model.rolling_resistance_coefficient) {
+    car->set_rolling_resistance_coefficient(*model.rolling_resistance_coefficient);
+  }
+  if (model.axle_distance_m) car->set_axle_distance_m(*model.axle_distance_m);
+  if (model.slip_threshold_mps) car->set_slip_threshold_mps(*model.slip_threshold_mps);
+}
+
 sim::VehicleLimitsSpec LimitsFromProto(const v1::VehicleLimits& limits) {
   sim::VehicleLimitsSpec out;
   if (limits.has_max_steering_angle_rad()) {
@@ -197,25 +262,31 @@ absl::StatusOr<sim::VehicleSpec> VehicleSpecFromProto(const v1::VehicleSpec& spe
           return absl::InvalidArgumentError(
               absl::StrCat("single_track.preset: unknown value ", car.preset()));
       }
-      const auto copy = [](bool has, double value, std::optional<double>& out) {
-        if (has) out = value;
-      };
-      copy(car.has_mass_kg(), car.mass_kg(), model.mass_kg);
-      copy(car.has_yaw_inertia_kgm2(), car.yaw_inertia_kgm2(), model.yaw_inertia_kgm2);
-      copy(car.has_cg_to_front_axle_m(), car.cg_to_front_axle_m(), model.cg_to_front_axle_m);
-      copy(car.has_cg_to_rear_axle_m(), car.cg_to_rear_axle_m(), model.cg_to_rear_axle_m);
-      copy(car.has_cg_height_m(), car.cg_height_m(), model.cg_height_m);
-      copy(car.has_friction_coefficient(), car.friction_coefficient(),
+      CopyOptional(car.has_mass_kg(), car.mass_kg(), model.mass_kg);
+      CopyOptional(car.has_yaw_inertia_kgm2(), car.yaw_inertia_kgm2(), model.yaw_inertia_kgm2);
+      CopyOptional(car.has_cg_to_front_axle_m(), car.cg_to_front_axle_m(), model.cg_to_front_axle_m);
+      CopyOptional(car.has_cg_to_rear_axle_m(), car.cg_to_rear_axle_m(), model.cg_to_rear_axle_m);
+      CopyOptional(car.has_cg_height_m(), car.cg_height_m(), model.cg_height_m);
+      CopyOptional(car.has_friction_coefficient(), car.friction_coefficient(),
            model.friction_coefficient);
-      copy(car.has_front_cornering_stiffness_1prad(), car.front_cornering_stiffness_1prad(),
+      CopyOptional(car.has_front_cornering_stiffness_1prad(), car.front_cornering_stiffness_1prad(),
            model.front_cornering_stiffness_1prad);
-      copy(car.has_rear_cornering_stiffness_1prad(), car.rear_cornering_stiffness_1prad(),
+      CopyOptional(car.has_rear_cornering_stiffness_1prad(), car.rear_cornering_stiffness_1prad(),
            model.rear_cornering_stiffness_1prad);
-      copy(car.has_switching_speed_mps(), car.switching_speed_mps(), model.switching_speed_mps);
-      copy(car.has_rear_overhang_m(), car.rear_overhang_m(), model.rear_overhang_m);
+      CopyOptional(car.has_switching_speed_mps(), car.switching_speed_mps(), model.switching_speed_mps);
+      CopyOptional(car.has_rear_overhang_m(), car.rear_overhang_m(), model.rear_overhang_m);
       out.model = model;
       break;
     }
+    case v1::VehicleSpec::kFrontWheelDrive:
+      out.model = sim::FrontWheelDriveSpec{AxleDriveFromProto(spec.front_wheel_drive())};
+      break;
+    case v1::VehicleSpec::kAllWheelDrive:
+      out.model = sim::AllWheelDriveSpec{AxleDriveFromProto(spec.all_wheel_drive())};
+      break;
+    case v1::VehicleSpec::kForceBased:
+      out.model = ForceBasedFromProto(spec.force_based());
+      break;
     case v1::VehicleSpec::MODEL_NOT_SET:
       return absl::InvalidArgumentError("model: required (set e.g. kinematic_bicycle)");
   }
@@ -351,6 +422,15 @@ void VehicleSpecToProto(const sim::VehicleSpec& spec, v1::VehicleSpec* out) {
       }
       if (model.switching_speed_mps) car->set_switching_speed_mps(*model.switching_speed_mps);
       if (model.rear_overhang_m) car->set_rear_overhang_m(*model.rear_overhang_m);
+    }
+    void operator()(const sim::FrontWheelDriveSpec& model) const {
+      AxleDriveToProto(model, out->mutable_front_wheel_drive());
+    }
+    void operator()(const sim::AllWheelDriveSpec& model) const {
+      AxleDriveToProto(model, out->mutable_all_wheel_drive());
+    }
+    void operator()(const sim::ForceBasedSpec& model) const {
+      ForceBasedToProto(model, out->mutable_force_based());
     }
     void operator()(const sim::PhysicsBodySpec& model) const {
       v1::PhysicsBody* body = out->mutable_physics_body();

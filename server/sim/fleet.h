@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "absl/base/macros.h"
+#include "server/sim/axle_drive.h"
+#include "server/sim/force_based.h"
 #include "server/sim/kinematic_bicycle.h"
 #include "server/sim/model_common.h"
 #include "server/sim/physics_body.h"
@@ -156,11 +158,91 @@ struct SingleTrackModel {
   }
 };
 
+// Front- and all-wheel drive: one model, its axles fixed by the wire entry.
+template <typename SpecType, DriveAxles kAxles>
+struct AxleDriveModel {
+  using Spec = SpecType;
+  using Params = AxleDriveParams;
+  using Input = AxleDriveInput;
+  using State = AxleDriveState;
+  static Params MakeParams(const Spec& spec, const VehicleLimits& limits, double dt_s) {
+    return MakeAxleDriveParams(spec, kAxles, limits, dt_s);
+  }
+  static State MakeState(const Params& params, const Pose2& pose, double speed_mps) {
+    return MakeAxleDriveState(params, pose, speed_mps);
+  }
+  static Input MakeInput(const Params& params, const VehicleInput& input) {
+    return MakeAxleDriveInput(params, input.throttle, input.brake, input.steering_angle_rad);
+  }
+  static State WithPose(const Params& params, const State& state, const Pose2& pose) {
+    State moved = MakeAxleDriveState(params, pose, state.speed_mps);
+    moved.steering_rad = state.steering_rad;
+    moved.acceleration_mps2 = state.acceleration_mps2;
+    moved.yaw_rate_radps = state.yaw_rate_radps;
+    return moved;
+  }
+  static void Halt(const Params& params, Input& input, State& state) {
+    HaltAxleDrive(params, input, state);
+  }
+  static void Step(const Params& params, const Input& input, double dt_s, State& state) {
+    StepAxleDrive(params, input, dt_s, state);
+  }
+  static void Axes(const State& state, double* cos_yaw, double* sin_yaw) {
+    *cos_yaw = state.cos_yaw;
+    *sin_yaw = state.sin_yaw;
+  }
+  static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
+    return ReadAxleDrive(params, input, state);
+  }
+};
+using FrontWheelDriveModel = AxleDriveModel<FrontWheelDriveSpec, DriveAxles::kFront>;
+using AllWheelDriveModel = AxleDriveModel<AllWheelDriveSpec, DriveAxles::kAll>;
+
+struct ForceBasedModel {
+  using Spec = ForceBasedSpec;
+  using Params = ForceBasedParams;
+  using Input = ForceBasedInput;
+  using State = ForceBasedState;
+  static Params MakeParams(const Spec& spec, const VehicleLimits& limits, double dt_s) {
+    return MakeForceBasedParams(spec, limits, dt_s);
+  }
+  static State MakeState(const Params& params, const Pose2& pose, double speed_mps) {
+    return MakeForceBasedState(params, pose, speed_mps);
+  }
+  static Input MakeInput(const Params& params, const VehicleInput& input) {
+    return MakeForceBasedInput(params, input.throttle, input.brake, input.steering_angle_rad);
+  }
+  static State WithPose(const Params& params, const State& state, const Pose2& pose) {
+    State moved = MakeForceBasedState(params, pose, state.speed_mps);
+    moved.steering_rad = state.steering_rad;
+    moved.acceleration_mps2 = state.acceleration_mps2;
+    moved.yaw_rate_radps = state.yaw_rate_radps;
+    moved.dissipated_energy_j = state.dissipated_energy_j;
+    return moved;
+  }
+  static void Halt(const Params& params, Input& input, State& state) {
+    HaltForceBased(params, input, state);
+  }
+  static void Step(const Params& params, const Input& input, double dt_s, State& state) {
+    StepForceBased(params, input, dt_s, state);
+  }
+  static void Axes(const State& state, double* cos_yaw, double* sin_yaw) {
+    *cos_yaw = state.cos_yaw;
+    *sin_yaw = state.sin_yaw;
+  }
+  static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
+    return ReadForceBased(params, input, state);
+  }
+};
+
 // One fleet per model, in the order of ModelKind.
 struct Fleets {
   KinematicBicycleFleet kinematic_bicycle;
   ModelFleet<PhysicsBodyModel> physics_body;
   ModelFleet<SingleTrackModel> single_track;
+  ModelFleet<FrontWheelDriveModel> front_wheel_drive;
+  ModelFleet<AllWheelDriveModel> all_wheel_drive;
+  ModelFleet<ForceBasedModel> force_based;
 
   // Calls f(fleet) for every fleet.
   template <typename F>
@@ -168,12 +250,18 @@ struct Fleets {
     f(kinematic_bicycle);
     f(physics_body);
     f(single_track);
+    f(front_wheel_drive);
+    f(all_wheel_drive);
+    f(force_based);
   }
   template <typename F>
   void ForEach(F&& f) const {
     f(kinematic_bicycle);
     f(physics_body);
     f(single_track);
+    f(front_wheel_drive);
+    f(all_wheel_drive);
+    f(force_based);
   }
   // Calls f(fleet) for the fleet of `kind`, returning what it returns.
   template <typename F>
@@ -182,6 +270,9 @@ struct Fleets {
       case ModelKind::kKinematicBicycle: return f(kinematic_bicycle);
       case ModelKind::kPhysicsBody: return f(physics_body);
       case ModelKind::kSingleTrack: return f(single_track);
+      case ModelKind::kFrontWheelDrive: return f(front_wheel_drive);
+      case ModelKind::kAllWheelDrive: return f(all_wheel_drive);
+      case ModelKind::kForceBased: return f(force_based);
     }
     __builtin_unreachable();  // Every ModelKind is handled above.
   }
@@ -191,6 +282,9 @@ struct Fleets {
       case ModelKind::kKinematicBicycle: return f(kinematic_bicycle);
       case ModelKind::kPhysicsBody: return f(physics_body);
       case ModelKind::kSingleTrack: return f(single_track);
+      case ModelKind::kFrontWheelDrive: return f(front_wheel_drive);
+      case ModelKind::kAllWheelDrive: return f(all_wheel_drive);
+      case ModelKind::kForceBased: return f(force_based);
     }
     __builtin_unreachable();  // Every ModelKind is handled above.
   }

@@ -43,6 +43,14 @@ constexpr ModelTraits kModelTraits[] = {
      kControlAcceleration | kControlTargetSpeed | kControlYawRate},
     // kSingleTrack
     {"single_track", kAllLimits, kControlAcceleration | kControlSteering},
+    // kFrontWheelDrive
+    {"front_wheel_drive", kSteeringAngle | kSteeringRate | kSpeed,
+     kControlPedals | kControlSteering},
+    // kAllWheelDrive
+    {"all_wheel_drive", kSteeringAngle | kSteeringRate | kSpeed,
+     kControlPedals | kControlSteering},
+    // kForceBased
+    {"force_based", kSteeringAngle | kSteeringRate | kSpeed, kControlPedals | kControlSteering},
 };
 static_assert(std::size(kModelTraits) == kModelKindCount);
 
@@ -58,6 +66,12 @@ VehicleLimits DefaultLimits(const VehicleModelSpec& model) {
     }
     VehicleLimits operator()(const SingleTrackSpec& spec) const {
       return DefaultSingleTrackLimits(spec);
+    }
+    VehicleLimits operator()(const AxleDriveSpec& spec) const {
+      return DefaultAxleDriveLimits(spec);
+    }
+    VehicleLimits operator()(const ForceBasedSpec& spec) const {
+      return DefaultForceBasedLimits(spec);
     }
   };
   return std::visit(Visitor{}, model);
@@ -145,6 +159,18 @@ absl::Status ResolveModel(const VehicleSpec& spec, SingleTrackSpec& car) {
   return ResolveSingleTrackSpec(spec.length_m, spec.width_m, car);
 }
 
+absl::Status ResolveModel(const VehicleSpec& spec, FrontWheelDriveSpec& car) {
+  return ResolveAxleDriveSpec("front_wheel_drive", spec.length_m, spec.width_m, car);
+}
+
+absl::Status ResolveModel(const VehicleSpec& spec, AllWheelDriveSpec& car) {
+  return ResolveAxleDriveSpec("all_wheel_drive", spec.length_m, spec.width_m, car);
+}
+
+absl::Status ResolveModel(const VehicleSpec& spec, ForceBasedSpec& car) {
+  return ResolveForceBasedSpec(spec.length_m, spec.width_m, car);
+}
+
 absl::Status CheckSensors(const VehicleSpec& spec) {
   if (spec.range_scan.has_value()) {
     const RangeScanSpec& scan = *spec.range_scan;
@@ -217,6 +243,12 @@ BodyParams BodyOf(const VehicleSpec& resolved) {
     double operator()(const SingleTrackSpec& car) const {
       return SingleTrackBodyCenterOffset(car, spec.length_m);
     }
+    double operator()(const AxleDriveSpec& car) const {
+      return AxleDriveBodyCenterOffset(car, spec.length_m);
+    }
+    double operator()(const ForceBasedSpec& car) const {
+      return ForceBasedBodyCenterOffset(car, spec.length_m);
+    }
   };
   return BodyParams{.length_m = resolved.length_m,
                     .width_m = resolved.width_m,
@@ -247,6 +279,11 @@ absl::Status CheckControls(ModelKind kind, const VehicleInput& input) {
       break;
     case ModelKind::kPhysicsBody:
       takes = "target_speed_mps or acceleration_mps2, and yaw_rate_radps";
+      break;
+    case ModelKind::kFrontWheelDrive:
+    case ModelKind::kAllWheelDrive:
+    case ModelKind::kForceBased:
+      takes = "throttle, brake and steering_angle_rad";
       break;
   }
   const unsigned used = traits.controls;

@@ -12,6 +12,8 @@
 #include "absl/status/status.h"
 #include "server/sim/geometry.h"
 #include "server/sim/ids.h"
+#include "server/sim/axle_drive.h"
+#include "server/sim/force_based.h"
 #include "server/sim/model_common.h"
 #include "server/sim/physics_body.h"
 #include "server/sim/single_track.h"
@@ -33,14 +35,23 @@ struct KinematicBicycleSpec {
   BicycleIntegrator integrator = BicycleIntegrator::kSemiImplicitEuler;
 };
 
+// Seed 001's car with the engine on the front axle, and the all-wheel-drive variant the seed
+// left unimplemented: one model (axle_drive.h), two entries on the wire.
+struct FrontWheelDriveSpec : AxleDriveSpec {};
+struct AllWheelDriveSpec : AxleDriveSpec {};
+
 // The closed set of vehicle models, in the order of ModelKind.
-using VehicleModelSpec = std::variant<KinematicBicycleSpec, PhysicsBodySpec, SingleTrackSpec>;
+using VehicleModelSpec = std::variant<KinematicBicycleSpec, PhysicsBodySpec, SingleTrackSpec,
+                                      FrontWheelDriveSpec, AllWheelDriveSpec, ForceBasedSpec>;
 
 // Which model a vehicle runs: the index of its alternative in VehicleModelSpec.
 enum class ModelKind : std::uint8_t {
   kKinematicBicycle = 0,
   kPhysicsBody = 1,
   kSingleTrack = 2,
+  kFrontWheelDrive = 3,
+  kAllWheelDrive = 4,
+  kForceBased = 5,
 };
 inline constexpr std::size_t kModelKindCount = std::variant_size_v<VehicleModelSpec>;
 

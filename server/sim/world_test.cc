@@ -225,6 +225,9 @@ VehicleSpec SpecOfKind(ModelKind kind, int i) {
     case ModelKind::kKinematicBicycle: spec.model = KinematicBicycleSpec{}; break;
     case ModelKind::kPhysicsBody: spec.model = PhysicsBodySpec{}; break;
     case ModelKind::kSingleTrack: spec.model = SingleTrackSpec{}; break;
+    case ModelKind::kFrontWheelDrive: spec.model = FrontWheelDriveSpec{}; break;
+    case ModelKind::kAllWheelDrive: spec.model = AllWheelDriveSpec{}; break;
+    case ModelKind::kForceBased: spec.model = ForceBasedSpec{}; break;
   }
   return spec;
 }
@@ -237,6 +240,11 @@ VehicleInput ControlsOfKind(ModelKind kind, VehicleId id, int t) {
       return {.id = id, .acceleration_mps2 = s, .steering_angle_rad = 0.3 * s};
     case ModelKind::kPhysicsBody:
       return {.id = id, .target_speed_mps = 4.0 + 2.0 * s, .yaw_rate_radps = 0.2 * s};
+    case ModelKind::kFrontWheelDrive:
+    case ModelKind::kAllWheelDrive:
+    case ModelKind::kForceBased:
+      return {.id = id, .steering_angle_rad = 0.3 * s, .throttle = 0.5 + 0.5 * s,
+              .brake = 0.2 * (1 - s)};
   }
   return {.id = id};
 }
@@ -248,6 +256,10 @@ VehicleInput CruiseOfKind(ModelKind kind, VehicleId id) {
     case ModelKind::kSingleTrack:
       return {.id = id};
     case ModelKind::kPhysicsBody: return {.id = id, .target_speed_mps = 3.0};
+    case ModelKind::kFrontWheelDrive:
+    case ModelKind::kAllWheelDrive:
+    case ModelKind::kForceBased:
+      return {.id = id, .throttle = 0.3};
   }
   return {.id = id};
 }

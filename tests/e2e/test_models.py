@@ -117,6 +117,87 @@ def test_single_track_reverses_and_brakes_to_a_stop(client, new_session):
     assert only_vehicle(client.step(sid, 100)).speed_mps == pytest.approx(-4.0, abs=1e-9)
 
 
+# --- front_wheel_drive / all_wheel_drive (seed 001) ------------------------------
+
+G = 9.80665
+
+
+@pytest.mark.parametrize("model,expected", [
+    # Wet road (mu 0.5), 6 m/s² engine, no drag: front-wheel drive is held to the front
+    # axle's grip mu g l_r / (L + mu h), all-wheel drive to mu g.
+    ("front_wheel_drive", 0.5 * G * 1.62 / (2.7 + 0.5 * 0.55)),
+    ("all_wheel_drive", 0.5 * G),
+])
+def test_axle_drive_acceleration_is_grip_limited(client, new_session, model, expected):
+    sid = new_session(tick_rate_hz=RATE_HZ)
+    car = client.spawn_vehicle(sid, model=model, params={
+        "friction_coefficient": 0.5, "gas_to_acc_mps2": 6.0, "drag_coefficient_1ps": 0.0,
+        "cg_to_front_axle_m": 1.08, "cg_height_m": 0.55, "wheelbase_m": 2.7})
+    client.set_controls(sid, [pitlane.control(car, throttle=1.0)])
+    state = only_vehicle(client.step(sid, 50))
+    assert state.speed_mps == pytest.approx(expected * 1.0, rel=1e-12)
+    assert state.acceleration_mps2 == pytest.approx(expected, rel=1e-9)
+
+
+def test_front_wheel_drive_turns_at_v_sin_steer_over_l_and_brakes_to_zero(client, new_session):
+    sid = new_session(tick_rate_hz=100.0)
+    car = client.spawn_vehicle(sid, model="front_wheel_drive", speed_mps=10.0,
+                               params={"drag_coefficient_1ps": 0.0})
+    client.set_controls(sid, [pitlane.control(car, steering_angle_rad=0.2)])
+    state = only_vehicle(client.step(sid, 10))
+    # The seed's step turns by atan2(s sin d, L + s (cos d - 1)), s = v dt: within
+    # s (1 - cos d) / L relative of v sin(d) / L.
+    assert state.yaw_rate_radps == pytest.approx(10.0 * math.sin(0.2) / 2.7, rel=2e-3)
+    client.set_controls(sid, [pitlane.control(car, brake=1.0)])
+    state = only_vehicle(client.step(sid, 300))
+    assert state.speed_mps == 0.0
+    x = state.x_m
+    assert only_vehicle(client.step(sid, 50)).x_m == x
+
+
+# --- force_based (seed 004) ------------------------------------------------------
+
+
+def test_force_based_reaches_the_terminal_speed_and_accounts_energy(client, new_session):
+    """Terminal speed: 8000 N = 1/2 Cd A rho v² + c_rr v with the defaults (Cd 0.35,
+    A 2.2 m², rho 1.29, c_rr 10.5): 116.79 m/s (the original's double-counted drag
+    gave 99.354). The time constant near it is m / (Cd A rho v + c_rr) = 9.5 s, so after
+    120 s the speed is within 1e-4 relative."""
+    sid = new_session(tick_rate_hz=RATE_HZ)
+    car = client.spawn_vehicle(sid, model="force_based", limits={"max_speed_mps": 200.0})
+    client.set_controls(sid, [pitlane.control(car, throttle=1.0)])
+    for _ in range(6):
+        state = only_vehicle(client.step(sid, 1000))
+    k = 0.5 * 0.35 * 2.2 * 1.29
+    terminal = (-10.5 + math.sqrt(10.5 ** 2 + 4 * k * 8000.0)) / (2 * k)
+    assert terminal == pytest.approx(116.79, abs=0.01)
+    assert state.speed_mps == pytest.approx(terminal, rel=1e-4)
+    assert state.kinetic_energy_j == pytest.approx(0.5 * 1200.0 * state.speed_mps ** 2, rel=1e-12)
+    # At terminal speed all the engine's power is dissipated.
+    dissipated_before = state.dissipated_energy_j
+    state = only_vehicle(client.step(sid, 50))
+    assert state.dissipated_energy_j - dissipated_before == pytest.approx(
+        8000.0 * terminal * 1.0, rel=1e-3)
+    # Braking: to a stop, never backwards, and the energy goes to the brakes.
+    client.set_controls(sid, [pitlane.control(car, brake=1.0)])
+    state = only_vehicle(client.step(sid, 1000))
+    assert state.speed_mps == 0.0
+    assert state.kinetic_energy_j == 0.0
+    assert only_vehicle(client.step(sid, 10)).x_m == state.x_m
+
+
+def test_force_based_steering_fades_above_the_slip_threshold(client, new_session):
+    """At 45 m/s the effective angle is 0.2 exp(3 (1 - 45/30)) = 0.0446 rad: yaw rate
+    v sin(0.0446) / 2.7."""
+    sid = new_session(tick_rate_hz=RATE_HZ)
+    car = client.spawn_vehicle(sid, model="force_based", speed_mps=45.0, params={
+        "drag_coefficient": 0.0, "rolling_resistance_nspm": 0.0})
+    client.set_controls(sid, [pitlane.control(car, steering_angle_rad=0.2)])
+    state = only_vehicle(client.step(sid, 1))
+    effective = 0.2 * math.exp(3 * (1 - 45.0 / 30.0))
+    assert state.yaw_rate_radps == pytest.approx(45.0 * math.sin(effective) / 2.7, rel=1e-9)
+
+
 # --- rules shared by every model --------------------------------------------------
 
 # (model, a control field the model does not use, its value)
@@ -129,6 +210,9 @@ UNUSED_CONTROLS = [
     ("physics_body", "throttle", 0.1),
     ("single_track", "throttle", 0.3),
     ("single_track", "yaw_rate_radps", 0.3),
+    ("front_wheel_drive", "acceleration_mps2", 1.0),
+    ("all_wheel_drive", "target_speed_mps", 1.0),
+    ("force_based", "acceleration_mps2", -1.0),
 ]
 
 
@@ -163,6 +247,9 @@ def test_physics_body_target_and_acceleration_are_exclusive(client, new_session)
 @pytest.mark.parametrize("model,limit", [
     ("physics_body", "max_steering_angle_rad"),
     ("physics_body", "max_steering_rate_radps"),
+    ("front_wheel_drive", "max_acceleration_mps2"),
+    ("all_wheel_drive", "max_reverse_speed_mps"),
+    ("force_based", "max_braking_mps2"),
 ])
 def test_limits_a_model_does_not_use_are_rejected(client, new_session, model, limit):
     sid = new_session()
@@ -177,6 +264,10 @@ def test_limits_a_model_does_not_use_are_rejected(client, new_session, model, li
     ("single_track", "mass_kg", -1.0),
     ("single_track", "cg_to_rear_axle_m", 4.0),
     ("single_track", "friction_coefficient", float("nan")),
+    ("front_wheel_drive", "wheelbase_m", 5.0),
+    ("all_wheel_drive", "friction_coefficient", 0.0),
+    ("force_based", "mass_kg", 0.0),
+    ("force_based", "slip_threshold_mps", float("inf")),
 ])
 def test_bad_model_parameters_name_their_field(client, new_session, model, field, value):
     sid = new_session()
