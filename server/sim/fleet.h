@@ -43,8 +43,10 @@ class ModelFleet {
 
   std::size_t size() const { return rows.size(); }
 
-  // Appends the vehicle of table row `row` (rows must ascend), whose model is this fleet's.
-  void Append(std::uint32_t row, const VehicleSpec& resolved_spec, double dt_s) {
+  // Appends the vehicle of table row `row` (rows must ascend), whose model is this fleet's,
+  // and publishes its state into the row.
+  void Append(std::uint32_t row, const VehicleSpec& resolved_spec, double dt_s,
+              VehicleTable& table) {
     ABSL_ASSERT(rows.empty() || row > rows.back());
     const auto& model = std::get<typename Model::Spec>(resolved_spec.model);
     rows.push_back(row);
@@ -52,6 +54,7 @@ class ModelFleet {
     inputs.push_back(Input{});
     states.push_back(
         Model::MakeState(params.back(), resolved_spec.initial_pose, resolved_spec.initial_speed_mps));
+    PublishOne(size() - 1, table);
   }
   void Erase(std::size_t index) {
     rows.erase(rows.begin() + index);
@@ -62,10 +65,14 @@ class ModelFleet {
   void SetControls(std::size_t index, const VehicleInput& input) {
     inputs[index] = Model::MakeInput(params[index], input);
   }
-  void SetPose(std::size_t index, const Pose2& pose) {
+  void SetPose(std::size_t index, const Pose2& pose, VehicleTable& table) {
     states[index] = Model::WithPose(params[index], states[index], pose);
+    PublishOne(index, table);
   }
-  void Halt(std::size_t index) { Model::Halt(params[index], inputs[index], states[index]); }
+  void Halt(std::size_t index, VehicleTable& table) {
+    Model::Halt(params[index], inputs[index], states[index]);
+    PublishOne(index, table);
+  }
   // Advances every vehicle by `dt_s` seconds and publishes its new pose into `table`.
   void Step(double dt_s, VehicleTable& table) {
     const std::size_t n = size();
@@ -74,6 +81,7 @@ class ModelFleet {
       PublishOne(i, table);
     }
   }
+  // Copies the pose, speed and heading axes of the vehicle at `index` into its table row.
   void PublishOne(std::size_t index, VehicleTable& table) const {
     const State& state = states[index];
     const std::uint32_t row = rows[index];
@@ -83,7 +91,7 @@ class ModelFleet {
     table.speed_mps[row] = state.speed_mps;
     Model::Axes(state, &table.cos_yaw[row], &table.sin_yaw[row]);
   }
-  VehicleReadout ReadoutAt(std::size_t index) const {
+  VehicleReadout ReadoutAt(std::size_t index, const VehicleTable& /*table*/) const {
     return Model::Read(params[index], inputs[index], states[index]);
   }
 };

@@ -178,20 +178,13 @@ void KinematicBicycleFleet::Append(std::uint32_t row, const VehicleSpec& resolve
   drive.emplace_back();
   steering_command_rad.push_back(0.0);
   steering_command_curvature_1pm.push_back(0.0);
-  x_m.push_back(resolved_spec.initial_pose.x_m);
-  y_m.push_back(resolved_spec.initial_pose.y_m);
-  yaw_rad.push_back(WrapToPi(resolved_spec.initial_pose.yaw_rad));
-  cos_yaw.emplace_back();
-  sin_yaw.emplace_back();
-  SinCos(yaw_rad.back(), &sin_yaw.back(), &cos_yaw.back());
-  speed_mps.push_back(resolved_spec.initial_speed_mps);
   acceleration_mps2.push_back(0.0);
   steering_rad.push_back(0.0);
   is_turning.push_back(0);
 }
 
 void KinematicBicycleFleet::Append(std::uint32_t row, const VehicleSpec& resolved_spec,
-                                   double /*dt_s*/) {
+                                   double /*dt_s*/, VehicleTable& /*table*/) {
   Append(row, resolved_spec, std::get<KinematicBicycleSpec>(resolved_spec.model));
 }
 
@@ -203,10 +196,6 @@ void KinematicBicycleFleet::Erase(std::size_t index) {
   erase(drive);
   erase(steering_command_rad);
   erase(steering_command_curvature_1pm);
-  erase(x_m);
-  erase(y_m);
-  erase(yaw_rad);
-  erase(speed_mps);
   erase(acceleration_mps2);
   erase(steering_rad);
   erase(is_turning);
@@ -215,8 +204,6 @@ void KinematicBicycleFleet::Erase(std::size_t index) {
   for (std::uint32_t& i : turning) {
     if (i > index) --i;
   }
-  erase(cos_yaw);
-  erase(sin_yaw);
 }
 
 void KinematicBicycleFleet::SetInput(std::size_t index, const KinematicBicycleInput& input) {
@@ -229,57 +216,47 @@ void KinematicBicycleFleet::SetInput(std::size_t index, const KinematicBicycleIn
   }
 }
 
-void KinematicBicycleFleet::SetPose(std::size_t index, const Pose2& pose) {
-  x_m[index] = pose.x_m;
-  y_m[index] = pose.y_m;
-  yaw_rad[index] = WrapToPi(pose.yaw_rad);
-  SinCos(yaw_rad[index], &sin_yaw[index], &cos_yaw[index]);
-}
-
 void KinematicBicycleFleet::SetControls(std::size_t index, const VehicleInput& input) {
   SetInput(index, MakeKinematicBicycleInput(params[index], input.acceleration_mps2,
                                             input.steering_angle_rad));
 }
 
-void KinematicBicycleFleet::Halt(std::size_t index) {
-  speed_mps[index] = 0.0;
+void KinematicBicycleFleet::SetPose(std::size_t index, const Pose2& pose, VehicleTable& table) {
+  table.SetPose(rows[index], pose);
+}
+
+void KinematicBicycleFleet::Halt(std::size_t index, VehicleTable& table) {
+  table.speed_mps[rows[index]] = 0.0;
   acceleration_mps2[index] = 0.0;
   // Zero controls keep it where it is: the integrators move nothing at zero speed.
   SetInput(index, MakeKinematicBicycleInput(params[index], 0.0, 0.0));
 }
 
 void KinematicBicycleFleet::Step(double dt_s, VehicleTable& table) {
-  StepFleet(dt_s, *this, &table);
+  StepFleet(dt_s, *this, table);
 }
 
-void KinematicBicycleFleet::PublishOne(std::size_t i, VehicleTable& table) const {
-  const std::uint32_t row = rows[i];
-  table.x_m[row] = x_m[i];
-  table.y_m[row] = y_m[i];
-  table.yaw_rad[row] = yaw_rad[i];
-  table.speed_mps[row] = speed_mps[i];
-  table.cos_yaw[row] = cos_yaw[i];
-  table.sin_yaw[row] = sin_yaw[i];
-}
-
-KinematicBicycleState KinematicBicycleFleet::StateAt(std::size_t index) const {
+KinematicBicycleState KinematicBicycleFleet::StateAt(std::size_t index,
+                                                     const VehicleTable& table) const {
+  const std::uint32_t row = rows[index];
   return KinematicBicycleState{
-      .pose = {.x_m = x_m[index], .y_m = y_m[index], .yaw_rad = yaw_rad[index]},
-      .speed_mps = speed_mps[index],
+      .pose = table.PoseAt(row),
+      .speed_mps = table.speed_mps[row],
       .acceleration_mps2 = acceleration_mps2[index],
       .steering_rad = steering_rad[index],
   };
 }
 
-VehicleReadout KinematicBicycleFleet::ReadoutAt(std::size_t index) const {
+VehicleReadout KinematicBicycleFleet::ReadoutAt(std::size_t index,
+                                                const VehicleTable& table) const {
   return VehicleReadout{
       .steering_angle_rad = steering_rad[index],
       .acceleration_mps2 = acceleration_mps2[index],
-      .yaw_rate_radps = speed_mps[index] * drive[index].curvature_1pm,
+      .yaw_rate_radps = table.speed_mps[rows[index]] * drive[index].curvature_1pm,
   };
 }
 
-void StepFleet(double dt_s, KinematicBicycleFleet& fleet, VehicleTable* table) {
+void StepFleet(double dt_s, KinematicBicycleFleet& fleet, VehicleTable& table) {
   // Wheels still turning towards their command (each on its own, so order does not matter).
   for (std::size_t k = 0; k < fleet.turning.size();) {
     const std::uint32_t i = fleet.turning[k];
@@ -298,31 +275,18 @@ void StepFleet(double dt_s, KinematicBicycleFleet& fleet, VehicleTable* table) {
   const std::size_t n = fleet.size();
   const KinematicBicycleParams* params = fleet.params.data();
   const KinematicBicycleFleet::Drive* drive = fleet.drive.data();
-  double* x = fleet.x_m.data();
-  double* y = fleet.y_m.data();
-  double* yaw = fleet.yaw_rad.data();
-  double* v = fleet.speed_mps.data();
-  double* a = fleet.acceleration_mps2.data();
-  double* cos_yaw = fleet.cos_yaw.data();
-  double* sin_yaw = fleet.sin_yaw.data();
-  if (table == nullptr) {
-    for (std::size_t i = 0; i < n; ++i) {
-      Advance(params[i], drive[i].acceleration_command_mps2, drive[i].curvature_1pm, dt_s,
-              inv_dt, x[i], y[i], yaw[i], v[i], a[i], cos_yaw[i], sin_yaw[i]);
-    }
-    return;
-  }
   const std::uint32_t* rows = fleet.rows.data();
+  double* a = fleet.acceleration_mps2.data();
+  double* x = table.x_m.data();
+  double* y = table.y_m.data();
+  double* yaw = table.yaw_rad.data();
+  double* v = table.speed_mps.data();
+  double* cos_yaw = table.cos_yaw.data();
+  double* sin_yaw = table.sin_yaw.data();
   for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t r = rows[i];
     Advance(params[i], drive[i].acceleration_command_mps2, drive[i].curvature_1pm, dt_s, inv_dt,
-            x[i], y[i], yaw[i], v[i], a[i], cos_yaw[i], sin_yaw[i]);
-    const std::uint32_t row = rows[i];
-    table->x_m[row] = x[i];
-    table->y_m[row] = y[i];
-    table->yaw_rad[row] = yaw[i];
-    table->speed_mps[row] = v[i];
-    table->cos_yaw[row] = cos_yaw[i];
-    table->sin_yaw[row] = sin_yaw[i];
+            x[r], y[r], yaw[r], v[r], a[i], cos_yaw[r], sin_yaw[r]);
   }
 }
 

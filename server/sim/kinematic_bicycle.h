@@ -67,6 +67,8 @@ void StepKinematicBicycle(const KinematicBicycleParams& params, const KinematicB
                           double dt_s, KinematicBicycleState& state);
 
 // Every kinematic bicycle of a world, one entry ("slot") per vehicle in ascending id order.
+// The pose, speed and heading axes of each live in its row of the world's VehicleTable (the
+// fleet steps them there: one copy, streamed in row order); the fleet holds the rest.
 struct KinematicBicycleFleet {
   // Fixed at spawn (rows shift down when a vehicle before them is removed).
   std::vector<std::uint32_t> rows;  // The vehicle's row in the world's VehicleTable.
@@ -81,54 +83,43 @@ struct KinematicBicycleFleet {
     double curvature_1pm = 0.0;              // tan(steering_rad) / wheelbase, 1/m.
   };
   std::vector<Drive> drive;
-  // State, one column per variable.
-  std::vector<double> x_m;
-  std::vector<double> y_m;
-  std::vector<double> yaw_rad;
-  std::vector<double> speed_mps;
-  std::vector<double> acceleration_mps2;
-  std::vector<double> steering_rad;  // Wheel angle in effect, rad.
+  std::vector<double> acceleration_mps2;  // Achieved over the last tick, m/s².
+  std::vector<double> steering_rad;       // Wheel angle in effect, rad.
   // The vehicles whose wheel angle has yet to reach the command, in no particular order, and a
   // flag per vehicle for membership: the step turns only these, so that the loop over the
   // whole fleet never looks at steering.
   std::vector<std::uint32_t> turning;
   std::vector<std::uint8_t> is_turning;
-  // cos and sin of yaw_rad, kept with it: the collision stage's body axes. SinCos(yaw_rad)
-  // exactly for the semi-implicit integrator and at spawn; within a few ulps of it for the
-  // exact arc (rotated from the mid-arc heading).
-  std::vector<double> cos_yaw;
-  std::vector<double> sin_yaw;
 
   std::size_t size() const { return rows.size(); }
 
-  // Appends the vehicle of table row `row`; rows must ascend.
+  // Appends the vehicle of table row `row` (already appended there, at its initial pose and
+  // speed); rows must ascend.
   void Append(std::uint32_t row, const VehicleSpec& resolved_spec,
               const KinematicBicycleSpec& model);
   // The same, for a spec whose model is a kinematic bicycle. `dt_s` is unused (the fleet
   // works at any tick).
-  void Append(std::uint32_t row, const VehicleSpec& resolved_spec, double dt_s);
+  void Append(std::uint32_t row, const VehicleSpec& resolved_spec, double dt_s,
+              VehicleTable& table);
   // Removes the vehicle at `index`, keeping the order of the rest.
   void Erase(std::size_t index);
   // Replaces the held controls of the vehicle at `index`; they apply from the next step.
   void SetInput(std::size_t index, const KinematicBicycleInput& input);
   // The controls of a client's input (already checked by CheckControls).
   void SetControls(std::size_t index, const VehicleInput& input);
-  // Moves the vehicle at `index` to `pose` (yaw wrapped), keeping cos_yaw and sin_yaw.
-  void SetPose(std::size_t index, const Pose2& pose);
+  // Moves the vehicle at `index` to `pose` (yaw wrapped, with its axes).
+  void SetPose(std::size_t index, const Pose2& pose, VehicleTable& table);
   // Halts the vehicle for good (a crash): speed, acceleration and controls 0.
-  void Halt(std::size_t index);
-  // Advances every vehicle by `dt_s` seconds and copies its new pose, speed and heading axes
-  // into its row of `table` (in the same pass).
+  void Halt(std::size_t index, VehicleTable& table);
+  // Advances every vehicle by `dt_s` seconds, in `table`.
   void Step(double dt_s, VehicleTable& table);
-  // Copies the pose, speed and heading axes of the vehicle at `index` into its row of `table`.
-  void PublishOne(std::size_t index, VehicleTable& table) const;
 
-  KinematicBicycleState StateAt(std::size_t index) const;
-  VehicleReadout ReadoutAt(std::size_t index) const;
+  KinematicBicycleState StateAt(std::size_t index, const VehicleTable& table) const;
+  VehicleReadout ReadoutAt(std::size_t index, const VehicleTable& table) const;
 };
 
-// Advances every bicycle of `fleet` by `dt_s` seconds; publishes into `table` if not null.
-void StepFleet(double dt_s, KinematicBicycleFleet& fleet, VehicleTable* table = nullptr);
+// Advances every bicycle of `fleet` by `dt_s` seconds; their poses and speeds are in `table`.
+void StepFleet(double dt_s, KinematicBicycleFleet& fleet, VehicleTable& table);
 
 }  // namespace pitlane::sim
 

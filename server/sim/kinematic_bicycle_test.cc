@@ -306,7 +306,10 @@ TEST(WrapToPi, MapsIntoHalfOpenInterval) {
 }
 
 TEST(KinematicBicycleFleet, SteppingTheFleetEqualsSteppingEachVehicleAlone) {
+  // The fleet's vehicles sit in every other row of the table (as if other models' vehicles
+  // were interleaved), so the step must go through its rows.
   KinematicBicycleFleet fleet;
+  VehicleTable table;
   std::vector<KinematicBicycleState> alone;
   std::vector<KinematicBicycleInput> inputs;
   for (int i = 0; i < 64; ++i) {
@@ -316,26 +319,30 @@ TEST(KinematicBicycleFleet, SteppingTheFleetEqualsSteppingEachVehicleAlone) {
     KinematicBicycleSpec model;
     model.integrator = i % 2 ? BicycleIntegrator::kExactArc : BicycleIntegrator::kSemiImplicitEuler;
     model.rear_overhang_m = 0.9;
-    fleet.Append(static_cast<std::uint32_t>(i), spec, model);
+    spec.model = model;
+    table.Append(static_cast<VehicleId>(2 * i + 1), VehicleSpec{});  // Not in the fleet.
+    table.Append(static_cast<VehicleId>(2 * i + 2), spec);
+    fleet.Append(static_cast<std::uint32_t>(2 * i + 1), spec, model);
     if (i % 3 == 0) fleet.params[i].limits.max_steering_rate_radps = 0.05 * (i % 4 + 1);
     inputs.push_back(
         MakeKinematicBicycleInput(fleet.params[i], (i % 5) - 2.0, (i % 9) * 0.1 - 0.4));
     fleet.SetInput(i, inputs.back());
-    alone.push_back(fleet.StateAt(i));
+    alone.push_back(fleet.StateAt(i, table));
   }
   for (int tick = 0; tick < 200; ++tick) {
-    StepFleet(kDt, fleet);
+    StepFleet(kDt, fleet, table);
     for (int i = 0; i < 64; ++i)
       StepKinematicBicycle(fleet.params[i], inputs[i], kDt, alone[i]);
   }
   for (int i = 0; i < 64; ++i) {
-    const KinematicBicycleState state = fleet.StateAt(i);
+    const KinematicBicycleState state = fleet.StateAt(i, table);
     // Bit-for-bit: the same arithmetic in the same order.
     EXPECT_EQ(state.pose.x_m, alone[i].pose.x_m);
     EXPECT_EQ(state.pose.y_m, alone[i].pose.y_m);
     EXPECT_EQ(state.pose.yaw_rad, alone[i].pose.yaw_rad);
     EXPECT_EQ(state.speed_mps, alone[i].speed_mps);
     EXPECT_EQ(state.steering_rad, alone[i].steering_rad);
+    EXPECT_EQ(table.x_m[2 * i], 0.0);  // The other rows are untouched.
   }
 }
 

@@ -97,8 +97,7 @@ absl::StatusOr<std::vector<VehicleId>> World::Spawn(absl::Span<const VehicleSpec
     table.Append(id, spec);
     state_.fleets.Visit(table.kinds[row], [&](auto& fleet) {
       table.slots[row] = static_cast<std::uint32_t>(fleet.size());
-      fleet.Append(row, spec, params_.dt_s);
-      fleet.PublishOne(fleet.size() - 1, table);
+      fleet.Append(row, spec, params_.dt_s, table);
     });
     ids.push_back(id);
   }
@@ -225,19 +224,13 @@ void World::Crash(std::size_t row) {
   VehicleTable& table = state_.vehicles;
   table.crashed[row] = 1;
   const std::uint32_t slot = table.slots[row];
-  state_.fleets.Visit(table.kinds[row], [&](auto& fleet) {
-    fleet.Halt(slot);
-    fleet.PublishOne(slot, table);
-  });
+  state_.fleets.Visit(table.kinds[row], [&](auto& fleet) { fleet.Halt(slot, table); });
 }
 
 void World::SetPose(std::size_t row, const Pose2& pose) {
   VehicleTable& table = state_.vehicles;
   const std::uint32_t slot = table.slots[row];
-  state_.fleets.Visit(table.kinds[row], [&](auto& fleet) {
-    fleet.SetPose(slot, pose);
-    fleet.PublishOne(slot, table);
-  });
+  state_.fleets.Visit(table.kinds[row], [&](auto& fleet) { fleet.SetPose(slot, pose, table); });
 }
 
 void World::Step(std::vector<ContactEvent>* transitions) {
@@ -323,8 +316,10 @@ std::vector<VehicleSnapshot> World::Snapshot() const {
         .kind = fleet.kinds[i],
         .pose = fleet.PoseAt(i),
         .speed_mps = fleet.speed_mps[i],
-        .readout = state_.fleets.Visit(
-            fleet.kinds[i], [slot](const auto& model_fleet) { return model_fleet.ReadoutAt(slot); }),
+        .readout = state_.fleets.Visit(fleet.kinds[i],
+                                       [slot, &fleet](const auto& model_fleet) {
+                                         return model_fleet.ReadoutAt(slot, fleet);
+                                       }),
         .crashed = fleet.crashed[i] != 0,
     });
   }
@@ -376,18 +371,18 @@ std::uint64_t World::StateHash() const {
   hash.AddColumn(table.ids);
   hash.AddColumn(table.kinds);
   hash.AddColumn(table.crashed);
-  // The table's pose columns are copies of the fleets' states, hashed below.
+  // The pose columns: the kinematic bicycles' state, the other models' published copies.
+  hash.AddColumn(table.x_m);
+  hash.AddColumn(table.y_m);
+  hash.AddColumn(table.yaw_rad);
+  hash.AddColumn(table.speed_mps);
+  hash.AddColumn(table.cos_yaw);  // Derived from yaw, but not bit-exactly for every model.
+  hash.AddColumn(table.sin_yaw);
   const KinematicBicycleFleet& bicycles = state_.fleets.kinematic_bicycle;
   hash.AddColumn(bicycles.drive);
   hash.AddColumn(bicycles.steering_command_rad);
-  hash.AddColumn(bicycles.x_m);
-  hash.AddColumn(bicycles.y_m);
-  hash.AddColumn(bicycles.yaw_rad);
-  hash.AddColumn(bicycles.speed_mps);
   hash.AddColumn(bicycles.acceleration_mps2);
   hash.AddColumn(bicycles.steering_rad);
-  hash.AddColumn(bicycles.cos_yaw);  // Derived from yaw, but not bit-exactly for the exact arc.
-  hash.AddColumn(bicycles.sin_yaw);
   state_.fleets.ForEach([&hash](const auto& fleet) {
     if constexpr (!std::is_same_v<std::decay_t<decltype(fleet)>, KinematicBicycleFleet>) {
       hash.AddColumn(fleet.inputs);
