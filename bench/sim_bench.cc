@@ -20,6 +20,7 @@ VehicleInput ControlsFor(ModelKind kind, std::int64_t i) {
   switch (kind) {
     case ModelKind::kKinematicBicycle:
     case ModelKind::kSingleTrack:
+    case ModelKind::kFourWheel:
       return {.id = id, .acceleration_mps2 = 0.5 * std::sin(0.1 * i), .steering_angle_rad = steer};
     case ModelKind::kPhysicsBody:
       if (i % 2 == 0) return {.id = id, .target_speed_mps = 5.0 + (i % 20), .yaw_rate_radps = steer};
@@ -119,6 +120,7 @@ BENCHMARK_CAPTURE(BM_ModelDynamics, front_wheel_drive, FrontWheelDriveSpec{})
 BENCHMARK_CAPTURE(BM_ModelDynamics, all_wheel_drive, AllWheelDriveSpec{})
     ->Arg(10000)->Arg(100000);
 BENCHMARK_CAPTURE(BM_ModelDynamics, force_based, ForceBasedSpec{})->Arg(10000)->Arg(100000);
+BENCHMARK_CAPTURE(BM_ModelDynamics, four_wheel, FourWheelSpec{})->Arg(10000)->Arg(100000);
 
 BENCHMARK_CAPTURE(BM_Dynamics, semi_implicit_euler, BicycleIntegrator::kSemiImplicitEuler)
     ->Arg(1)->Arg(1000)->Arg(100000);

@@ -98,6 +98,58 @@ void ForceBasedToProto(const sim::ForceBasedSpec& model, v1::ForceBased* car) {
   if (model.slip_threshold_mps) car->set_slip_threshold_mps(*model.slip_threshold_mps);
 }
 
+sim::FourWheelSpec FourWheelFromProto(const v1::FourWheel& car) {
+  sim::FourWheelSpec model;
+  CopyOptional(car.has_mass_kg(), car.mass_kg(), model.mass_kg);
+  CopyOptional(car.has_yaw_inertia_kgm2(), car.yaw_inertia_kgm2(), model.yaw_inertia_kgm2);
+  CopyOptional(car.has_pitch_inertia_kgm2(), car.pitch_inertia_kgm2(), model.pitch_inertia_kgm2);
+  CopyOptional(car.has_roll_inertia_kgm2(), car.roll_inertia_kgm2(), model.roll_inertia_kgm2);
+  CopyOptional(car.has_cg_height_m(), car.cg_height_m(), model.cg_height_m);
+  CopyOptional(car.has_wheelbase_m(), car.wheelbase_m(), model.wheelbase_m);
+  CopyOptional(car.has_cg_to_front_axle_m(), car.cg_to_front_axle_m(), model.cg_to_front_axle_m);
+  CopyOptional(car.has_front_track_m(), car.front_track_m(), model.front_track_m);
+  CopyOptional(car.has_rear_track_m(), car.rear_track_m(), model.rear_track_m);
+  CopyOptional(car.has_rear_overhang_m(), car.rear_overhang_m(), model.rear_overhang_m);
+  CopyOptional(car.has_suspension_stiffness_npm(), car.suspension_stiffness_npm(), model.suspension_stiffness_npm);
+  CopyOptional(car.has_suspension_damping_nspm(), car.suspension_damping_nspm(), model.suspension_damping_nspm);
+  CopyOptional(car.has_suspension_rest_length_m(), car.suspension_rest_length_m(), model.suspension_rest_length_m);
+  CopyOptional(car.has_suspension_travel_m(), car.suspension_travel_m(), model.suspension_travel_m);
+  CopyOptional(car.has_lateral_friction_c1(), car.lateral_friction_c1(), model.lateral_friction_c1);
+  CopyOptional(car.has_lateral_friction_c2(), car.lateral_friction_c2(), model.lateral_friction_c2);
+  CopyOptional(car.has_lateral_friction_c3_spm(), car.lateral_friction_c3_spm(), model.lateral_friction_c3_spm);
+  CopyOptional(car.has_lateral_slip_reference_speed_mps(), car.lateral_slip_reference_speed_mps(), model.lateral_slip_reference_speed_mps);
+  CopyOptional(car.has_longitudinal_friction(), car.longitudinal_friction(), model.longitudinal_friction);
+  CopyOptional(car.has_min_turn_radius_m(), car.min_turn_radius_m(), model.min_turn_radius_m);
+  if (car.has_front_wheel_drive()) model.front_wheel_drive = car.front_wheel_drive();
+  if (car.has_rear_wheel_drive()) model.rear_wheel_drive = car.rear_wheel_drive();
+  return model;
+}
+
+void FourWheelToProto(const sim::FourWheelSpec& model, v1::FourWheel* car) {
+  if (model.mass_kg) car->set_mass_kg(*model.mass_kg);
+  if (model.yaw_inertia_kgm2) car->set_yaw_inertia_kgm2(*model.yaw_inertia_kgm2);
+  if (model.pitch_inertia_kgm2) car->set_pitch_inertia_kgm2(*model.pitch_inertia_kgm2);
+  if (model.roll_inertia_kgm2) car->set_roll_inertia_kgm2(*model.roll_inertia_kgm2);
+  if (model.cg_height_m) car->set_cg_height_m(*model.cg_height_m);
+  if (model.wheelbase_m) car->set_wheelbase_m(*model.wheelbase_m);
+  if (model.cg_to_front_axle_m) car->set_cg_to_front_axle_m(*model.cg_to_front_axle_m);
+  if (model.front_track_m) car->set_front_track_m(*model.front_track_m);
+  if (model.rear_track_m) car->set_rear_track_m(*model.rear_track_m);
+  if (model.rear_overhang_m) car->set_rear_overhang_m(*model.rear_overhang_m);
+  if (model.suspension_stiffness_npm) car->set_suspension_stiffness_npm(*model.suspension_stiffness_npm);
+  if (model.suspension_damping_nspm) car->set_suspension_damping_nspm(*model.suspension_damping_nspm);
+  if (model.suspension_rest_length_m) car->set_suspension_rest_length_m(*model.suspension_rest_length_m);
+  if (model.suspension_travel_m) car->set_suspension_travel_m(*model.suspension_travel_m);
+  if (model.lateral_friction_c1) car->set_lateral_friction_c1(*model.lateral_friction_c1);
+  if (model.lateral_friction_c2) car->set_lateral_friction_c2(*model.lateral_friction_c2);
+  if (model.lateral_friction_c3_spm) car->set_lateral_friction_c3_spm(*model.lateral_friction_c3_spm);
+  if (model.lateral_slip_reference_speed_mps) car->set_lateral_slip_reference_speed_mps(*model.lateral_slip_reference_speed_mps);
+  if (model.longitudinal_friction) car->set_longitudinal_friction(*model.longitudinal_friction);
+  if (model.min_turn_radius_m) car->set_min_turn_radius_m(*model.min_turn_radius_m);
+  if (model.front_wheel_drive) car->set_front_wheel_drive(*model.front_wheel_drive);
+  if (model.rear_wheel_drive) car->set_rear_wheel_drive(*model.rear_wheel_drive);
+}
+
 sim::VehicleLimitsSpec LimitsFromProto(const v1::VehicleLimits& limits) {
   sim::VehicleLimitsSpec out;
   if (limits.has_max_steering_angle_rad()) {
@@ -287,6 +339,9 @@ absl::StatusOr<sim::VehicleSpec> VehicleSpecFromProto(const v1::VehicleSpec& spe
     case v1::VehicleSpec::kForceBased:
       out.model = ForceBasedFromProto(spec.force_based());
       break;
+    case v1::VehicleSpec::kFourWheel:
+      out.model = FourWheelFromProto(spec.four_wheel());
+      break;
     case v1::VehicleSpec::MODEL_NOT_SET:
       return absl::InvalidArgumentError("model: required (set e.g. kinematic_bicycle)");
   }
@@ -432,6 +487,9 @@ void VehicleSpecToProto(const sim::VehicleSpec& spec, v1::VehicleSpec* out) {
     void operator()(const sim::ForceBasedSpec& model) const {
       ForceBasedToProto(model, out->mutable_force_based());
     }
+    void operator()(const sim::FourWheelSpec& model) const {
+      FourWheelToProto(model, out->mutable_four_wheel());
+    }
     void operator()(const sim::PhysicsBodySpec& model) const {
       v1::PhysicsBody* body = out->mutable_physics_body();
       if (model.drag_factor_per_frame) {
@@ -494,6 +552,10 @@ void FrameToProto(const session::Frame& frame, v1::WorldState* out) {
     state->set_lateral_speed_mps(readout.lateral_speed_mps);
     state->set_kinetic_energy_j(readout.kinetic_energy_j);
     state->set_dissipated_energy_j(readout.dissipated_energy_j);
+    if (vehicle.kind == sim::ModelKind::kFourWheel) {
+      state->mutable_wheel_loads_n()->Add(readout.wheel_loads_n.begin(),
+                                          readout.wheel_loads_n.end());
+    }
 
     if (vehicle.range_scan.has_value()) {
       v1::RangeScan* scan = state->mutable_range_scan();

@@ -16,6 +16,7 @@
 #include "absl/base/macros.h"
 #include "server/sim/axle_drive.h"
 #include "server/sim/force_based.h"
+#include "server/sim/four_wheel.h"
 #include "server/sim/kinematic_bicycle.h"
 #include "server/sim/model_common.h"
 #include "server/sim/physics_body.h"
@@ -243,6 +244,39 @@ struct ForceBasedModel {
   }
 };
 
+struct FourWheelModel {
+  using Spec = FourWheelSpec;
+  using Params = FourWheelParams;
+  using Input = FourWheelInput;
+  using State = FourWheelState;
+  static Params MakeParams(const Spec& spec, const VehicleLimits& limits, double dt_s) {
+    return MakeFourWheelParams(spec, limits, dt_s);
+  }
+  static State MakeState(const Params& params, const Pose2& pose, double speed_mps) {
+    return MakeFourWheelState(params, pose, speed_mps);
+  }
+  static Input MakeInput(const Params& params, const VehicleInput& input) {
+    return MakeFourWheelInput(params, input.acceleration_mps2, input.steering_angle_rad);
+  }
+  static State WithPose(const Params&, const State& state, const Pose2& pose) {
+    State moved = state;
+    moved.pose = {pose.x_m, pose.y_m, WrapToPi(pose.yaw_rad)};
+    return moved;
+  }
+  static void Halt(const Params& params, Input& input, State& state) {
+    HaltFourWheel(params, input, state);
+  }
+  static void Step(const Params& params, const Input& input, double dt_s, State& state) {
+    StepFourWheel(params, input, dt_s, state);
+  }
+  static void Axes(const State& state, double* cos_yaw, double* sin_yaw) {
+    SinCos(state.pose.yaw_rad, sin_yaw, cos_yaw);
+  }
+  static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
+    return ReadFourWheel(params, input, state);
+  }
+};
+
 // One fleet per model, in the order of ModelKind.
 struct Fleets {
   KinematicBicycleFleet kinematic_bicycle;
@@ -251,6 +285,7 @@ struct Fleets {
   ModelFleet<FrontWheelDriveModel> front_wheel_drive;
   ModelFleet<AllWheelDriveModel> all_wheel_drive;
   ModelFleet<ForceBasedModel> force_based;
+  ModelFleet<FourWheelModel> four_wheel;
 
   // Calls f(fleet) for every fleet.
   template <typename F>
@@ -261,6 +296,7 @@ struct Fleets {
     f(front_wheel_drive);
     f(all_wheel_drive);
     f(force_based);
+    f(four_wheel);
   }
   template <typename F>
   void ForEach(F&& f) const {
@@ -270,6 +306,7 @@ struct Fleets {
     f(front_wheel_drive);
     f(all_wheel_drive);
     f(force_based);
+    f(four_wheel);
   }
   // Calls f(fleet) for the fleet of `kind`, returning what it returns.
   template <typename F>
@@ -281,6 +318,7 @@ struct Fleets {
       case ModelKind::kFrontWheelDrive: return f(front_wheel_drive);
       case ModelKind::kAllWheelDrive: return f(all_wheel_drive);
       case ModelKind::kForceBased: return f(force_based);
+      case ModelKind::kFourWheel: return f(four_wheel);
     }
     __builtin_unreachable();  // Every ModelKind is handled above.
   }
@@ -293,6 +331,7 @@ struct Fleets {
       case ModelKind::kFrontWheelDrive: return f(front_wheel_drive);
       case ModelKind::kAllWheelDrive: return f(all_wheel_drive);
       case ModelKind::kForceBased: return f(force_based);
+      case ModelKind::kFourWheel: return f(four_wheel);
     }
     __builtin_unreachable();  // Every ModelKind is handled above.
   }

@@ -37,8 +37,8 @@ struct VehicleReadout {
   double steering_angle_rad = 0.0;
   double acceleration_mps2 = 0.0;  // Longitudinal acceleration over the last tick, m/s².
   double yaw_rate_radps = 0.0;     // Heading change per second, rad/s, positive left.
-  // Velocity of the reference point across the heading (positive left), m/s: 0 for models
-  // whose wheels never slip sideways.
+  // Velocity of the reference point across the heading (positive left), m/s: from tyre slip,
+  // or from where the reference point sits (an axle midpoint swings out in a turn).
   double lateral_speed_mps = 0.0;
   // ½ m v² (plus ½ I r² for models with yaw inertia), J; 0 for models without mass.
   double kinetic_energy_j = 0.0;

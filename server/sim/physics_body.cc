@@ -90,11 +90,14 @@ void StepPhysicsBody(const PhysicsBodyParams& params, const PhysicsBodyInput& in
   state.pose.y_m += state.sin_yaw * v0 * dt_s;
   // 2. Drag.
   double v = v0 * params.drag_factor_per_tick;
-  // 3. AddSpeed: what holds the target, or the steady rate.
-  const double wanted_dv =
-      input.holds_target != 0.0 ? input.target_speed_mps - v : input.acceleration_mps2 * dt_s;
-  v = std::clamp(v + LimitSpeedChange(params, v, wanted_dv), -params.max_reverse_speed_mps,
-                 params.max_speed_mps);
+  // 3. AddSpeed. The accelerator device adds what takes the speed from v0 towards the target
+  // at the limited rate (it makes up the drag first); otherwise the steady rate, limited.
+  if (input.holds_target != 0.0) {
+    v = v0 + LimitSpeedChange(params, v0, input.target_speed_mps - v0);
+  } else {
+    v += LimitSpeedChange(params, v, input.acceleration_mps2 * dt_s);
+  }
+  v = std::clamp(v, -params.max_reverse_speed_mps, params.max_speed_mps);
   state.speed_mps = v;
   state.acceleration_mps2 = (v - v0) / dt_s;
   // 4. Rotate.

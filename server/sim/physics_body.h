@@ -9,9 +9,11 @@
 // so the next tick moves in the new direction at the new speed, without sliding.
 //
 // dv comes from one of two inputs. With a target speed set, the "accelerator device" adds
-// what holds that speed: dv = target - v, but at most max_acceleration * dt when it raises
-// |v| and max_braking * dt when it lowers it. Without one, dv = acceleration * dt with the
-// same bounds (AddSpeed at a steady rate).
+// what takes the speed from its value before the tick, v0, towards the target: the net change
+// v - v0 is at most max_acceleration * dt when it raises |v| and max_braking * dt when it
+// lowers it, and the device makes up the drag first, so it holds any target within the speed
+// limits exactly. Without one, dv = acceleration * dt with the same bounds on dv itself
+// (AddSpeed at a steady rate, against drag).
 //
 // The seed's constants are per 50 Hz frame. At other tick rates the drag factor per tick is
 // k^(50 dt), so that with no input the speed at time t is v0 * k^(50 t) at every tick rate:

@@ -84,19 +84,20 @@ TEST(PhysicsBodyTest, CoastingDistanceConvergesAtFirstOrder) {
   }
 }
 
-// The accelerator device: from rest, dv per tick is capped at max_acceleration dt, so
-// v(n+1) = k v(n) + a dt, i.e. v(n) = a dt (1 - k^n) / (1 - k), until the target is reached;
-// from then on the speed at the start of every tick is exactly the target.
+// The accelerator device: from rest, the net speed change per tick is capped at
+// max_acceleration dt (the device makes up the drag on top), so v(n) = a dt n until the
+// target; from then on the speed at the start of every tick is exactly the target.
 TEST(PhysicsBodyTest, AcceleratorDeviceReachesAndHoldsTheTarget) {
   for (const double rate_hz : {50.0, 100.0}) {
     const double dt = 1.0 / rate_hz;
-    // 20 m/s² against drag: the device could hold up to a dt / (1 - k) ~ 20 m/s.
-    Body body = MakeBody(rate_hz, 0.98, VehicleLimits{.max_acceleration_mps2 = 20.0});
+    Body body = MakeBody(rate_hz, 0.98, VehicleLimits{.max_acceleration_mps2 = 3.0});
     body.input = MakePhysicsBodyInput(body.params, 10.0, 0.0, 0.0);
-    const double k = body.params.drag_factor_per_tick;
     Advance(body, rate_hz, 10);
-    EXPECT_NEAR(body.state.speed_mps, 20.0 * dt * (1.0 - std::pow(k, 10)) / (1.0 - k), 1e-12);
-    Advance(body, rate_hz, static_cast<int>(10 * rate_hz));
+    EXPECT_NEAR(body.state.speed_mps, 3.0 * dt * 10, 1e-12);
+    // 10 m/s at 3 m/s² takes 3.33 s.
+    Advance(body, rate_hz, static_cast<int>(3.3 * rate_hz) - 10);  // To t = 3.3 s.
+    EXPECT_LT(body.state.speed_mps, 10.0);
+    Advance(body, rate_hz, static_cast<int>(0.1 * rate_hz));
     EXPECT_EQ(body.state.speed_mps, 10.0);
     const double x0 = body.state.pose.x_m;
     Advance(body, rate_hz, static_cast<int>(5 * rate_hz));
@@ -105,14 +106,24 @@ TEST(PhysicsBodyTest, AcceleratorDeviceReachesAndHoldsTheTarget) {
   }
 }
 
-// A target the drag outruns: holding 29 m/s needs 29 (1 - k) per frame = 0.58 m/s, more
-// than max_acceleration dt = 0.02 m/s at 1 m/s²: the speed settles where the device's cap
-// balances drag, v* = a dt / (1 - k), whatever the target.
-TEST(PhysicsBodyTest, DeviceCappedByDragSettlesAtTheBalance) {
+// The device holds even the top speed against strong drag with the default limits.
+TEST(PhysicsBodyTest, DeviceHoldsTheTopSpeedAgainstDrag) {
+  Body body = MakeBody(50.0, 0.9, VehicleLimits{});
+  body.input = MakePhysicsBodyInput(body.params, 30.0, 0.0, 0.0);
+  Advance(body, 50.0, 600);
+  EXPECT_EQ(body.state.speed_mps, 30.0);
+}
+
+// AddSpeed at a steady rate works against drag: v(n+1) = k v(n) + a dt, which settles at
+// a dt / (1 - k).
+TEST(PhysicsBodyTest, SteadyAddSpeedSettlesWhereItBalancesDrag) {
   Body body = MakeBody(50.0, 0.98, VehicleLimits{.max_acceleration_mps2 = 1.0});
-  body.input = MakePhysicsBodyInput(body.params, 29.0, 0.0, 0.0);
+  body.input = MakePhysicsBodyInput(body.params, std::nullopt, 1.0, 0.0);
+  Advance(body, 50.0, 10);
+  const double k = 0.98;
+  EXPECT_NEAR(body.state.speed_mps, 1.0 * 0.02 * (1.0 - std::pow(k, 10)) / (1.0 - k), 1e-12);
   Advance(body, 50.0, 2000);
-  EXPECT_NEAR(body.state.speed_mps, 1.0 * 0.02 / (1.0 - 0.98), 1e-9);
+  EXPECT_NEAR(body.state.speed_mps, 1.0 * 0.02 / (1.0 - k), 1e-9);
 }
 
 TEST(PhysicsBodyTest, BrakingToZeroStopsWithoutReversing) {
@@ -191,7 +202,10 @@ TEST(PhysicsBodyTest, RandomControlsKeepTheInvariants) {
                                                  : std::nullopt,
                                           20.0 * unit(rng), 10.0 * unit(rng));
       }
-      const double before = body.state.speed_mps * body.params.drag_factor_per_tick;
+      const double v0 = body.state.speed_mps;
+      const double before = body.input.holds_target != 0.0
+                                ? v0
+                                : v0 * body.params.drag_factor_per_tick;
       StepPhysicsBody(body.params, body.input, dt, body.state);
       const PhysicsBodyState& s = body.state;
       ASSERT_TRUE(std::isfinite(s.pose.x_m) && std::isfinite(s.pose.y_m) &&
@@ -200,6 +214,7 @@ TEST(PhysicsBodyTest, RandomControlsKeepTheInvariants) {
       ASSERT_GE(s.speed_mps, -6.0);
       ASSERT_GT(s.pose.yaw_rad, -kPi);
       ASSERT_LE(s.pose.yaw_rad, kPi);
+      // The change beyond drag (or, with the device, the net change) within the rate limits.
       ASSERT_LE(std::abs(s.speed_mps - before), 9.0 * dt + 1e-12) << i;
     }
   }

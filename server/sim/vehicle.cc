@@ -51,6 +51,8 @@ constexpr ModelTraits kModelTraits[] = {
      kControlPedals | kControlSteering},
     // kForceBased
     {"force_based", kSteeringAngle | kSteeringRate | kSpeed, kControlPedals | kControlSteering},
+    // kFourWheel
+    {"four_wheel", kAllLimits, kControlAcceleration | kControlSteering},
 };
 static_assert(std::size(kModelTraits) == kModelKindCount);
 
@@ -72,6 +74,9 @@ VehicleLimits DefaultLimits(const VehicleModelSpec& model) {
     }
     VehicleLimits operator()(const ForceBasedSpec& spec) const {
       return DefaultForceBasedLimits(spec);
+    }
+    VehicleLimits operator()(const FourWheelSpec& spec) const {
+      return DefaultFourWheelLimits(spec);
     }
   };
   return std::visit(Visitor{}, model);
@@ -171,6 +176,10 @@ absl::Status ResolveModel(const VehicleSpec& spec, ForceBasedSpec& car) {
   return ResolveForceBasedSpec(spec.length_m, spec.width_m, car);
 }
 
+absl::Status ResolveModel(const VehicleSpec& spec, FourWheelSpec& car) {
+  return ResolveFourWheelSpec(spec.length_m, spec.width_m, car);
+}
+
 absl::Status CheckSensors(const VehicleSpec& spec) {
   if (spec.range_scan.has_value()) {
     const RangeScanSpec& scan = *spec.range_scan;
@@ -249,6 +258,9 @@ BodyParams BodyOf(const VehicleSpec& resolved) {
     double operator()(const ForceBasedSpec& car) const {
       return ForceBasedBodyCenterOffset(car, spec.length_m);
     }
+    double operator()(const FourWheelSpec& car) const {
+      return FourWheelBodyCenterOffset(car, spec.length_m);
+    }
   };
   return BodyParams{.length_m = resolved.length_m,
                     .width_m = resolved.width_m,
@@ -275,6 +287,7 @@ absl::Status CheckControls(ModelKind kind, const VehicleInput& input) {
   switch (kind) {
     case ModelKind::kKinematicBicycle:
     case ModelKind::kSingleTrack:
+    case ModelKind::kFourWheel:
       takes = "acceleration_mps2 and steering_angle_rad";
       break;
     case ModelKind::kPhysicsBody:

@@ -14,6 +14,7 @@
 #include "server/sim/ids.h"
 #include "server/sim/axle_drive.h"
 #include "server/sim/force_based.h"
+#include "server/sim/four_wheel.h"
 #include "server/sim/model_common.h"
 #include "server/sim/physics_body.h"
 #include "server/sim/single_track.h"
@@ -42,7 +43,8 @@ struct AllWheelDriveSpec : AxleDriveSpec {};
 
 // The closed set of vehicle models, in the order of ModelKind.
 using VehicleModelSpec = std::variant<KinematicBicycleSpec, PhysicsBodySpec, SingleTrackSpec,
-                                      FrontWheelDriveSpec, AllWheelDriveSpec, ForceBasedSpec>;
+                                      FrontWheelDriveSpec, AllWheelDriveSpec, ForceBasedSpec,
+                                      FourWheelSpec>;
 
 // Which model a vehicle runs: the index of its alternative in VehicleModelSpec.
 enum class ModelKind : std::uint8_t {
@@ -52,6 +54,7 @@ enum class ModelKind : std::uint8_t {
   kFrontWheelDrive = 3,
   kAllWheelDrive = 4,
   kForceBased = 5,
+  kFourWheel = 6,
 };
 inline constexpr std::size_t kModelKindCount = std::variant_size_v<VehicleModelSpec>;
 

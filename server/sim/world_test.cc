@@ -228,6 +228,7 @@ VehicleSpec SpecOfKind(ModelKind kind, int i) {
     case ModelKind::kFrontWheelDrive: spec.model = FrontWheelDriveSpec{}; break;
     case ModelKind::kAllWheelDrive: spec.model = AllWheelDriveSpec{}; break;
     case ModelKind::kForceBased: spec.model = ForceBasedSpec{}; break;
+    case ModelKind::kFourWheel: spec.model = FourWheelSpec{}; break;
   }
   return spec;
 }
@@ -237,6 +238,7 @@ VehicleInput ControlsOfKind(ModelKind kind, VehicleId id, int t) {
   switch (kind) {
     case ModelKind::kKinematicBicycle:
     case ModelKind::kSingleTrack:
+    case ModelKind::kFourWheel:
       return {.id = id, .acceleration_mps2 = s, .steering_angle_rad = 0.3 * s};
     case ModelKind::kPhysicsBody:
       return {.id = id, .target_speed_mps = 4.0 + 2.0 * s, .yaw_rate_radps = 0.2 * s};
@@ -254,6 +256,7 @@ VehicleInput CruiseOfKind(ModelKind kind, VehicleId id) {
   switch (kind) {
     case ModelKind::kKinematicBicycle:
     case ModelKind::kSingleTrack:
+    case ModelKind::kFourWheel:
       return {.id = id};
     case ModelKind::kPhysicsBody: return {.id = id, .target_speed_mps = 3.0};
     case ModelKind::kFrontWheelDrive:

@@ -198,6 +198,47 @@ def test_force_based_steering_fades_above_the_slip_threshold(client, new_session
     assert state.yaw_rate_radps == pytest.approx(45.0 * math.sin(effective) / 2.7, rel=1e-9)
 
 
+# --- four_wheel (seed 002) ---------------------------------------------------------
+
+
+def test_four_wheel_rests_on_its_static_wheel_loads(client, new_session):
+    """At rest the loads sum to m g and split by the CG position (1.2 m behind the front
+    axle of L = 2.7 m): the front axle carries m g (L - 1.2) / L, left = right."""
+    sid = new_session(tick_rate_hz=RATE_HZ)
+    client.spawn_vehicle(sid, model="four_wheel")
+    state = only_vehicle(client.step(sid, 100))
+    fl, fr, rl, rr = state.wheel_loads_n
+    weight = 1500.0 * G
+    assert fl + fr + rl + rr == pytest.approx(weight, rel=1e-9)
+    assert fl + fr == pytest.approx(weight * (2.7 - 1.2) / 2.7, rel=1e-9)
+    assert fl == pytest.approx(fr, rel=1e-12)
+    assert rl == pytest.approx(rr, rel=1e-12)
+    assert (state.x_m, state.y_m, state.speed_mps) == (0.0, 0.0, 0.0)
+
+
+def test_four_wheel_transfers_load_under_acceleration_and_turns(client, new_session):
+    """Accelerating moves load to the rear axle (m a h / L); a left turn loads the right
+    wheels; the yaw rate at low speed and small steer approaches v tan(d) / L."""
+    sid = new_session(tick_rate_hz=RATE_HZ)
+    car = client.spawn_vehicle(sid, model="four_wheel",
+                               params={"front_wheel_drive": True, "rear_wheel_drive": True})
+    client.set_controls(sid, {car: (2.0, 0.0)})
+    state = only_vehicle(client.step(sid, 100))  # Pitch settled (1.5 Hz, damped).
+    fl, fr, rl, rr = state.wheel_loads_n
+    static_rear = 1500.0 * G * 1.2 / 2.7
+    assert rl + rr - static_rear == pytest.approx(1500.0 * 2.0 * 0.55 / 2.7, rel=0.02)
+    client.set_controls(sid, {car: (0.0, 0.05)})
+    state = only_vehicle(client.step(sid, 100))
+    fl, fr, rl, rr = state.wheel_loads_n
+    assert fr > fl and rr > rl
+    v = state.speed_mps
+    assert state.yaw_rate_radps == pytest.approx(v * math.tan(0.05) / 2.7, rel=0.05)
+    (info,) = client.get_session(sid).vehicles
+    assert info.spec.four_wheel.rear_wheel_drive is True
+    assert info.spec.four_wheel.mass_kg == 1500.0
+    assert info.spec.limits.max_steering_angle_rad == pytest.approx(math.atan(2.7 / 4.5))
+
+
 # --- rules shared by every model --------------------------------------------------
 
 # (model, a control field the model does not use, its value)
@@ -213,6 +254,7 @@ UNUSED_CONTROLS = [
     ("front_wheel_drive", "acceleration_mps2", 1.0),
     ("all_wheel_drive", "target_speed_mps", 1.0),
     ("force_based", "acceleration_mps2", -1.0),
+    ("four_wheel", "brake", 1.0),
 ]
 
 
@@ -268,6 +310,9 @@ def test_limits_a_model_does_not_use_are_rejected(client, new_session, model, li
     ("all_wheel_drive", "friction_coefficient", 0.0),
     ("force_based", "mass_kg", 0.0),
     ("force_based", "slip_threshold_mps", float("inf")),
+    ("four_wheel", "mass_kg", -5.0),
+    ("four_wheel", "lateral_friction_c2", 2.5),
+    ("four_wheel", "front_wheel_drive", False),
 ])
 def test_bad_model_parameters_name_their_field(client, new_session, model, field, value):
     sid = new_session()
