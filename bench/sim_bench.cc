@@ -112,7 +112,7 @@ void BM_ModelDynamics(benchmark::State& state, VehicleModelSpec model) {
 }
 
 BENCHMARK_CAPTURE(BM_ModelDynamics, kinematic_bicycle, KinematicBicycleSpec{})
-    ->Arg(10000)->Arg(100000);
+    ->Arg(1000)->Arg(10000)->Arg(100000);
 BENCHMARK_CAPTURE(BM_ModelDynamics, physics_body, PhysicsBodySpec{})->Arg(10000)->Arg(100000);
 BENCHMARK_CAPTURE(BM_ModelDynamics, single_track, SingleTrackSpec{})->Arg(10000)->Arg(100000);
 BENCHMARK_CAPTURE(BM_ModelDynamics, front_wheel_drive, FrontWheelDriveSpec{})

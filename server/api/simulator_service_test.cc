@@ -320,6 +320,59 @@ std::vector<BadRequest> BadRequests() {
       {"ControlInfSteering", Code::INVALID_ARGUMENT, "controls[0].steering_angle_rad",
        control(1, 0, -kInf)},
       {"ControlUnknownVehicle", Code::NOT_FOUND, "controls[0].vehicle_id", control(77, 0, 0)},
+      {"ControlThrottleForABicycle", Code::INVALID_ARGUMENT, "controls[0].throttle",
+       [context](T&, Stub& stub, const std::string& id) {
+         v1::SetControlsRequest request;
+         request.set_session_id(id);
+         v1::VehicleControl* c = request.add_controls();
+         c->set_vehicle_id(1);
+         c->set_throttle(0.5);
+         v1::SetControlsResponse response;
+         return stub.SetControls(context().get(), request, &response);
+       }},
+      {"ControlBrakeAboveOne", Code::INVALID_ARGUMENT, "controls[0].brake",
+       [context](T&, Stub& stub, const std::string& id) {
+         v1::SetControlsRequest request;
+         request.set_session_id(id);
+         v1::VehicleControl* c = request.add_controls();
+         c->set_vehicle_id(1);
+         c->set_brake(2.0);
+         v1::SetControlsResponse response;
+         return stub.SetControls(context().get(), request, &response);
+       }},
+      {"SpawnPhysicsBodyWithSteeringLimit", Code::INVALID_ARGUMENT,
+       "vehicles[0].limits.max_steering_angle_rad",
+       spawn([](auto& s) {
+         s.mutable_physics_body();
+         s.mutable_limits()->set_max_steering_angle_rad(0.5);
+       })},
+      {"SpawnSingleTrackUnknownPreset", Code::INVALID_ARGUMENT,
+       "vehicles[0].single_track.preset",
+       spawn([](auto& s) {
+         s.mutable_single_track()->set_preset(static_cast<v1::SingleTrackPreset>(9));
+       })},
+      {"SpawnFrontWheelDriveLongWheelbase", Code::INVALID_ARGUMENT,
+       "vehicles[0].front_wheel_drive.wheelbase_m",
+       spawn([](auto& s) { s.mutable_front_wheel_drive()->set_wheelbase_m(9.0); })},
+      {"SpawnAllWheelDriveNoGrip", Code::INVALID_ARGUMENT,
+       "vehicles[0].all_wheel_drive.friction_coefficient",
+       spawn([](auto& s) { s.mutable_all_wheel_drive()->set_friction_coefficient(-1.0); })},
+      {"SpawnForceBasedNaNMass", Code::INVALID_ARGUMENT, "vehicles[0].force_based.mass_kg",
+       spawn([](auto& s) { s.mutable_force_based()->set_mass_kg(kNaN); })},
+      {"SpawnFourWheelNoDrivenAxle", Code::INVALID_ARGUMENT, "vehicles[0].four_wheel.",
+       spawn([](auto& s) {
+         s.mutable_four_wheel()->set_front_wheel_drive(false);
+         s.mutable_four_wheel()->set_rear_wheel_drive(false);
+       })},
+      {"SpawnFourWheelStiffnessInf", Code::INVALID_ARGUMENT,
+       "vehicles[0].four_wheel.suspension_stiffness_npm",
+       spawn([](auto& s) { s.mutable_four_wheel()->set_suspension_stiffness_npm(kInf); })},
+      {"SpawnReverseForAFrontWheelDrive", Code::INVALID_ARGUMENT,
+       "vehicles[0].initial_speed_mps",
+       spawn([](auto& s) {
+         s.mutable_front_wheel_drive();
+         s.set_initial_speed_mps(-1.0);
+       })},
       {"ControlDuplicateVehicle", Code::INVALID_ARGUMENT, "controls[1].vehicle_id",
        [context](T&, Stub& stub, const std::string& id) {
          v1::SetControlsRequest request;
