@@ -63,7 +63,10 @@ inline Longitudinal AdvanceLongitudinal(const VehicleLimits& limits, double v0, 
 inline void AdvanceSemiImplicitEuler(const KinematicBicycleParams& params, double curvature_1pm,
                                      double a, double dt, double& x, double& y, double& yaw,
                                      double& v, double& cos_yaw, double& sin_yaw) {
-  v = std::clamp(v + a * dt, -params.limits.max_reverse_speed_mps, params.limits.max_speed_mps);
+  // min/max rather than std::clamp: branch-free, and in a fleet some vehicles sit at a speed
+  // limit and others do not, in no pattern a branch predictor could learn.
+  v = std::min(std::max(v + a * dt, -params.limits.max_reverse_speed_mps),
+               params.limits.max_speed_mps);
   yaw = WrapToPi(yaw + v * curvature_1pm * dt);
   SinCos(yaw, &sin_yaw, &cos_yaw);
   x += v * cos_yaw * dt;

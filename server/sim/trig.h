@@ -84,13 +84,19 @@ inline void SinCos(double x, double* sin_out, double* cos_out) {
   const double sin_r = r + r * z * p;
   const double cos_r = 1.0 + z * q;
 
-  // Quadrant q = k mod 4: 0 -> (s, c), 1 -> (c, -s), 2 -> (-s, -c), 3 -> (-c, s).
-  const auto quadrant = static_cast<std::uint32_t>(static_cast<std::int64_t>(k)) & 3u;
-  const bool swap = (quadrant & 1u) != 0;
-  const double sin_sign = (quadrant & 2u) ? -1.0 : 1.0;
-  const double cos_sign = ((quadrant + 1u) & 2u) ? -1.0 : 1.0;
-  *sin_out = sin_sign * (swap ? cos_r : sin_r);
-  *cos_out = cos_sign * (swap ? sin_r : cos_r);
+  // Quadrant q = k mod 4: 0 -> (s, c), 1 -> (c, -s), 2 -> (-s, -c), 3 -> (-c, s). Done on
+  // the bits, without branches: in a fleet the quadrant varies from vehicle to vehicle in no
+  // pattern a branch predictor could learn (ternaries here compiled to branches and cost a
+  // quarter of the kinematic step once headings had spread out). A swap selects through a
+  // mask; a negation flips the sign bit, which is exactly what multiplying by -1 does.
+  const auto quadrant = static_cast<std::uint64_t>(static_cast<std::int64_t>(k)) & 3u;
+  const std::uint64_t swap_mask = std::uint64_t{0} - (quadrant & 1u);  // All ones: swap.
+  const auto sin_bits = std::bit_cast<std::uint64_t>(sin_r);
+  const auto cos_bits = std::bit_cast<std::uint64_t>(cos_r);
+  const std::uint64_t first = (sin_bits & ~swap_mask) | (cos_bits & swap_mask);
+  const std::uint64_t second = (cos_bits & ~swap_mask) | (sin_bits & swap_mask);
+  *sin_out = std::bit_cast<double>(first ^ ((quadrant & 2u) << 62));
+  *cos_out = std::bit_cast<double>(second ^ (((quadrant + 1u) & 2u) << 62));
 }
 
 }  // namespace pitlane::sim
