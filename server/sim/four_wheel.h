@@ -62,12 +62,15 @@ struct FourWheelSpec {
   std::optional<double> cg_height_m;
 
   // Geometry.
-  std::optional<double> wheelbase_m;  // Front axle to rear axle, m. Default 2.7, in (0, length].
+  // Front axle to rear axle, m. Default 2.7 (length if the body is shorter), in (0, length].
+  std::optional<double> wheelbase_m;
   // Centre of gravity behind the front axle, m. Default 4/9 of the wheelbase (1.2 m: 56 % of
   // the weight on the front axle), in (0, wheelbase).
   std::optional<double> cg_to_front_axle_m;
-  std::optional<double> front_track_m;  // Between the front wheels, m. Default 1.6, in (0, width].
-  std::optional<double> rear_track_m;   // Between the rear wheels, m. Default 1.6, in (0, width].
+  // Between the front wheels, m. Default 1.6 (width if the body is narrower), in (0, width].
+  std::optional<double> front_track_m;
+  // Between the rear wheels, m. Default 1.6 (width if the body is narrower), in (0, width].
+  std::optional<double> rear_track_m;
   // Rear axle to the rear of the body, m. Default (length - wheelbase) / 2 (wheelbase centred
   // in the body), in [0, length - wheelbase].
   std::optional<double> rear_overhang_m;

@@ -231,7 +231,10 @@ void KinematicBicycleFleet::SetPose(std::size_t index, const Pose2& pose, Vehicl
 void KinematicBicycleFleet::Halt(std::size_t index, VehicleTable& table) {
   table.speed_mps[rows[index]] = 0.0;
   acceleration_mps2[index] = 0.0;
-  // Zero controls keep it where it is: the integrators move nothing at zero speed.
+  // The wheels straight at once (as every model's halt), and zero controls: the integrators
+  // move nothing at zero speed.
+  steering_rad[index] = 0.0;
+  drive[index].curvature_1pm = 0.0;
   SetInput(index, MakeKinematicBicycleInput(params[index], 0.0, 0.0));
 }
 

@@ -224,6 +224,12 @@ absl::Status ResolveVehicleSpec(VehicleSpec& spec) {
   const ModelKind kind = ModelKindOf(spec.model);
   RETURN_IF_ERROR(ResolveLimits(kind, DefaultLimits(spec.model), spec.limits));
   const double max_forward = spec.limits.max_speed_mps.value_or(kMaxSpeedLimit_mps);
+  if (!spec.limits.max_reverse_speed_mps.has_value() && spec.initial_speed_mps < 0.0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("initial_speed_mps: ", ModelName(kind),
+                     " vehicles have no reverse, so it must be >= 0, got ",
+                     spec.initial_speed_mps));
+  }
   const double max_reverse = spec.limits.max_reverse_speed_mps.value_or(0.0);
   return CheckInRange("initial_speed_mps", spec.initial_speed_mps, -max_reverse, max_forward);
 }

@@ -188,7 +188,9 @@ struct VehicleSnapshot {
   VehicleId id = 0;
   ModelKind kind = ModelKind::kKinematicBicycle;
   Pose2 pose;                       // Reference point; yaw wrapped to (-pi, pi].
-  double speed_mps = 0.0;           // Signed speed along the heading, m/s.
+  // Signed speed of the reference point, m/s: along the heading for most models (each model's
+  // docs define it: single_track's is along the direction of travel).
+  double speed_mps = 0.0;
   VehicleReadout readout;           // The rest of what the model reports.
   // Halted by a collision under the STOP policy; ignores controls until removed.
   bool crashed = false;

@@ -23,7 +23,8 @@ struct VehicleTable {
   std::vector<std::uint32_t> slots;  // Index of the vehicle in its model's fleet.
   // 1 once halted by a collision under the STOP policy.
   std::vector<std::uint8_t> crashed;
-  // Published by the fleets: the model's reference point, signed speed along the heading, and
+  // Published by the fleets: the model's reference point, its signed speed (as the model
+  // defines it; along the heading for most), and
   // cos and sin of the yaw (the collision stage's body axes; SinCos(yaw_rad) to within a few
   // ulps — exactly, for most models).
   std::vector<double> x_m;

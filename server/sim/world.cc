@@ -39,11 +39,8 @@ class Fnv1a {
 }  // namespace
 
 absl::StatusOr<World> World::Create(const WorldSpec& spec) {
-  RETURN_IF_ERROR(CheckPositive("tick_rate_hz", spec.tick_rate_hz, kMaxTickRate_hz));
-  if (!std::isfinite(1.0 / spec.tick_rate_hz)) {  // A subnormal rate: dt would overflow.
-    return absl::InvalidArgumentError(
-        absl::StrCat("tick_rate_hz: too small, got ", spec.tick_rate_hz));
-  }
+  RETURN_IF_ERROR(
+      CheckInRange("tick_rate_hz", spec.tick_rate_hz, kMinTickRate_hz, kMaxTickRate_hz));
   if (spec.max_vehicles < 1) {
     return absl::InvalidArgumentError("max_vehicles: must be >= 1, got 0");
   }
@@ -234,8 +231,8 @@ void World::SetPose(std::size_t row, const Pose2& pose) {
 }
 
 void World::Step(std::vector<ContactEvent>* transitions) {
-  VehicleTable& fleet = state_.vehicles;
-  const std::size_t n = fleet.size();
+  VehicleTable& table = state_.vehicles;
+  const std::size_t n = table.size();
   const bool stop_on_contact = params_.collision_policy == CollisionPolicy::kStop;
   // Inputs: the held controls in state_ apply as they are; clients change them only between
   // ticks (SetInputs).
@@ -245,31 +242,31 @@ void World::Step(std::vector<ContactEvent>* transitions) {
   if (!state_.obstacles.empty()) {
     previous_poses_.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
-      previous_poses_[i] = Pose2{fleet.x_m[i], fleet.y_m[i], fleet.yaw_rad[i]};
+      previous_poses_[i] = Pose2{table.x_m[i], table.y_m[i], table.yaw_rad[i]};
     }
   }
 
   // Vehicle dynamics, model by model; then the new poses go into the table.
-  state_.fleets.ForEach([this, &fleet](auto& model_fleet) {
+  state_.fleets.ForEach([this, &table](auto& model_fleet) {
     if (model_fleet.size() == 0) return;
-    model_fleet.Step(params_.dt_s, fleet);
+    model_fleet.Step(params_.dt_s, table);
   });
 
   // Vehicles that moved far are swept against obstacles first: under kStop one that hit an
   // obstacle part-way through the tick goes back to where it hit, before it meets others.
   RefreshStaticIndex();
-  ComputeVehicleBoxes(fleet, scene_);
+  ComputeVehicleBoxes(table, scene_);
   contacts_.clear();
   early_contacts_.clear();
   // Each collision below appends a run of contacts sorted by pair; merged at the end.
   std::size_t run_ends[4];
-  CollideWithObstacles(fleet, previous_poses_, state_.obstacles, stop_on_contact, scene_,
+  CollideWithObstacles(table, previous_poses_, state_.obstacles, stop_on_contact, scene_,
                        contacts_, early_contacts_);
   if (stop_on_contact) {
     for (const EarlyContact& early : early_contacts_) {
       const std::uint32_t i = early.vehicle_index;
       SetPose(i, early.pose);
-      scene_.vehicle_boxes[i] = VehicleBox(fleet, i);
+      scene_.vehicle_boxes[i] = VehicleBox(table, i);
       scene_.vehicle_bounds[i] = BoundingBox(scene_.vehicle_boxes[i]);
     }
   }
@@ -279,20 +276,20 @@ void World::Step(std::vector<ContactEvent>* transitions) {
   run_ends[0] = contacts_.size();
   scene_.vehicle_grid.Build(scene_.cell_size_m, scene_.vehicle_bounds);
   vehicle_grid_stale_ = false;
-  CollideObstaclesWithVehicles(fleet, state_.obstacles, scene_, contacts_);
+  CollideObstaclesWithVehicles(table, state_.obstacles, scene_, contacts_);
   run_ends[1] = contacts_.size();
-  CollideVehicles(fleet, scene_, contacts_);
+  CollideVehicles(table, scene_, contacts_);
   run_ends[2] = contacts_.size();
-  if (params_.bounds.has_value()) CollideWithWalls(fleet, *params_.bounds, scene_, contacts_);
+  if (params_.bounds.has_value()) CollideWithWalls(table, *params_.bounds, scene_, contacts_);
   run_ends[3] = contacts_.size();
   MergeContactRuns(run_ends, contacts_, scene_.contact_scratch);
 
   // Collision response.
   if (stop_on_contact) {
     for (const Contact& contact : contacts_) {
-      Crash(static_cast<std::size_t>(fleet.Find(contact.pair.vehicle)));
+      Crash(static_cast<std::size_t>(table.Find(contact.pair.vehicle)));
       if (contact.pair.other_kind == ObjectKind::kVehicle) {
-        Crash(static_cast<std::size_t>(fleet.Find(contact.pair.other_id)));
+        Crash(static_cast<std::size_t>(table.Find(contact.pair.other_id)));
       }
     }
   }
@@ -306,21 +303,21 @@ void World::Step(std::vector<ContactEvent>* transitions) {
 }
 
 std::vector<VehicleSnapshot> World::Snapshot() const {
-  const VehicleTable& fleet = state_.vehicles;
+  const VehicleTable& table = state_.vehicles;
   std::vector<VehicleSnapshot> vehicles;
-  vehicles.reserve(fleet.size());
-  for (std::size_t i = 0; i < fleet.size(); ++i) {
-    const std::uint32_t slot = fleet.slots[i];
+  vehicles.reserve(table.size());
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const std::uint32_t slot = table.slots[i];
     vehicles.push_back(VehicleSnapshot{
-        .id = fleet.ids[i],
-        .kind = fleet.kinds[i],
-        .pose = fleet.PoseAt(i),
-        .speed_mps = fleet.speed_mps[i],
-        .readout = state_.fleets.Visit(fleet.kinds[i],
-                                       [slot, &fleet](const auto& model_fleet) {
-                                         return model_fleet.ReadoutAt(slot, fleet);
+        .id = table.ids[i],
+        .kind = table.kinds[i],
+        .pose = table.PoseAt(i),
+        .speed_mps = table.speed_mps[i],
+        .readout = state_.fleets.Visit(table.kinds[i],
+                                       [slot, &table](const auto& model_fleet) {
+                                         return model_fleet.ReadoutAt(slot, table);
                                        }),
-        .crashed = fleet.crashed[i] != 0,
+        .crashed = table.crashed[i] != 0,
     });
   }
   // Most worlds carry no sensors: then there is nothing to look up per vehicle.
@@ -330,13 +327,13 @@ std::vector<VehicleSnapshot> World::Snapshot() const {
   // here if vehicles or obstacles changed since the last step).
   std::optional<CollisionScene> rebuilt;
   const CollisionScene* scene = &scene_;
-  for (std::size_t i = 0; i < fleet.size(); ++i) {
-    const VehicleSpec& spec = fleet.specs[i];
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const VehicleSpec& spec = table.specs[i];
     if (!spec.range_scan.has_value() && !spec.nearest_objects.has_value()) continue;
     if (scene == &scene_ && (cell_size_stale_ || vehicle_grid_stale_ || obstacle_grid_stale_)) {
       rebuilt.emplace();
-      rebuilt->cell_size_m = GridCellSize(fleet);
-      IndexVehicles(fleet, *rebuilt);
+      rebuilt->cell_size_m = GridCellSize(table);
+      IndexVehicles(table, *rebuilt);
       IndexObstacles(state_.obstacles, *rebuilt);
       scene = &*rebuilt;
     }
@@ -347,18 +344,18 @@ std::vector<VehicleSnapshot> World::Snapshot() const {
     }
     if (spec.nearest_objects.has_value()) {
       vehicles[i].nearest_objects =
-          FindNearestObjects(*spec.nearest_objects, self, fleet, *scene, state_.obstacles);
+          FindNearestObjects(*spec.nearest_objects, self, table, *scene, state_.obstacles);
     }
   }
   return vehicles;
 }
 
 std::vector<VehicleDescription> World::DescribeVehicles() const {
-  const VehicleTable& fleet = state_.vehicles;
+  const VehicleTable& table = state_.vehicles;
   std::vector<VehicleDescription> vehicles;
-  vehicles.reserve(fleet.size());
-  for (std::size_t i = 0; i < fleet.size(); ++i) {
-    vehicles.push_back({.id = fleet.ids[i], .spec = fleet.specs[i]});
+  vehicles.reserve(table.size());
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    vehicles.push_back({.id = table.ids[i], .spec = table.specs[i]});
   }
   return vehicles;
 }

@@ -21,6 +21,7 @@
 
 namespace pitlane::sim {
 
+inline constexpr double kMinTickRate_hz = 1.0;
 inline constexpr double kMaxTickRate_hz = 10000.0;
 
 // What a world does when a vehicle touches something.
@@ -38,7 +39,9 @@ inline constexpr std::uint64_t kMaxNearestObjectsPerWorld = 100'000;
 
 // What a client asks for when it creates a world. Possibly invalid.
 struct WorldSpec {
-  double tick_rate_hz = 50.0;      // Ticks per simulated second, Hz, in (0, 10000].
+  // Ticks per simulated second, Hz, in [kMinTickRate_hz, kMaxTickRate_hz]: dt within
+  // [0.1 ms, 1 s], the range the vehicle models are built and tested for.
+  double tick_rate_hz = 50.0;
   std::uint64_t seed = 0;          // Seed of every random choice the world makes.
   std::uint32_t max_vehicles = 1;  // Most vehicles alive at once, >= 1.
   CollisionPolicy collision_policy = CollisionPolicy::kReport;

@@ -38,7 +38,8 @@ std::vector<VehicleId> Ids(const World& world) {
 }
 
 TEST(World, CreateRejectsBadSpecsNamingTheField) {
-  for (const double rate : {0.0, -50.0, 1e-310, kNaN, std::numeric_limits<double>::infinity(), 10001.0}) {
+  for (const double rate :
+       {0.0, -50.0, 1e-310, 0.999, kNaN, std::numeric_limits<double>::infinity(), 10001.0}) {
     const auto world = World::Create({.tick_rate_hz = rate, .max_vehicles = 1});
     EXPECT_EQ(world.status().code(), absl::StatusCode::kInvalidArgument) << rate;
     EXPECT_THAT(std::string(world.status().message()), HasSubstr("tick_rate_hz")) << rate;
@@ -346,6 +347,31 @@ TEST(World, CrashHaltsEveryModel) {
     for (int t = 0; t < 50; ++t) world.Step();
     EXPECT_EQ(world.Snapshot()[0].pose.x_m, crashed.pose.x_m);
     EXPECT_EQ(world.Snapshot()[0].speed_mps, 0.0);
+  }
+}
+
+// Every model at both ends of the tick-rate range (dt = 1 s and 0.1 ms): finite states, speeds
+// within the limits, and at 1 Hz a car that is told to cruise still moves forward.
+TEST(World, EveryModelRunsAtTheExtremeTickRates) {
+  for (const double rate_hz : {kMinTickRate_hz, kMaxTickRate_hz}) {
+    World world = *World::Create({.tick_rate_hz = rate_hz, .max_vehicles = 20});
+    std::vector<VehicleSpec> specs;
+    std::vector<VehicleInput> inputs;
+    for (std::size_t kind = 0; kind < kModelKindCount; ++kind) {
+      specs.push_back(SpecOfKind(static_cast<ModelKind>(kind), static_cast<int>(kind)));
+      inputs.push_back(ControlsOfKind(static_cast<ModelKind>(kind),
+                                      static_cast<VehicleId>(kind + 1), 7));
+    }
+    ASSERT_TRUE(world.Spawn(specs).ok());
+    ASSERT_TRUE(world.SetInputs(inputs).ok());
+    for (int t = 0; t < 200; ++t) world.Step();
+    for (const VehicleSnapshot& v : world.Snapshot()) {
+      SCOPED_TRACE(::testing::Message() << rate_hz << " Hz, " << ModelName(v.kind));
+      EXPECT_TRUE(std::isfinite(v.pose.x_m) && std::isfinite(v.pose.y_m) &&
+                  std::isfinite(v.pose.yaw_rad) && std::isfinite(v.speed_mps));
+      EXPECT_LE(std::abs(v.speed_mps), 60.0);
+      EXPECT_LE(std::abs(v.readout.yaw_rate_radps), 100.0);
+    }
   }
 }
 

@@ -296,14 +296,15 @@ class Client:
     # Vehicles ---------------------------------------------------------------
 
     def spawn_vehicle(self, session_id: str, **spec_fields) -> int:
-        """Spawns one kinematic-bicycle vehicle at the current tick.
+        """Spawns one vehicle of any model at the current tick.
 
         Args:
             session_id: The session.
-            **spec_fields: Keyword arguments of ``vehicle_spec`` (x_m, y_m,
-                yaw_rad, speed_mps, length_m, width_m, wheelbase_m,
-                integrator, limits, name, range_scan, nearest_objects);
-                unset ones take the server's defaults.
+            **spec_fields: Keyword arguments of ``vehicle_spec`` (model,
+                params, x_m, y_m, yaw_rad, speed_mps, length_m, width_m,
+                limits, name, range_scan, nearest_objects; wheelbase_m and
+                integrator for kinematic_bicycle); unset ones take the
+                server's defaults. Default model: kinematic_bicycle.
 
         Returns:
             The new vehicle's id.
