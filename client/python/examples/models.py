@@ -37,10 +37,9 @@ ALL_MODELS = [f.name for f in pitlane.pb.VehicleSpec.DESCRIPTOR.oneofs_by_name["
 DRIVEN_MODELS = [m for m in ALL_MODELS
                  if m in ACCELERATION_MODELS | PEDAL_MODELS | TARGET_SPEED_MODELS]
 
-# physics_body's drag takes 2 % of the speed per 50 Hz frame (10 m/s² at 10 m/s),
-# more than its default 3 m/s² accelerator can give back: it would settle at
-# v = max_acceleration * dt / (1 - 0.98) = 3 m/s. Allow 12 m/s² so it reaches 10.
-SPAWN_OPTIONS = {"physics_body": {"limits": {"max_acceleration_mps2": 12.0}}}
+# Per-model spawn options (none needed today: every model reaches 10 m/s with its defaults;
+# physics_body's accelerator device makes up its drag of 2 % per 50 Hz frame).
+SPAWN_OPTIONS = {}
 
 
 def plan(t_s, seconds):
