@@ -141,15 +141,10 @@ void StepAxleDrive(const AxleDriveParams& params, const AxleDriveInput& input, d
   // a wheel angle short of the command needs its own sine and cosine.
   double sin_steer = input.sin_steering;
   double cos_steer = input.cos_steering;
-  if (state.steering_rad != input.steering_angle_rad) {
-    const double to_go = input.steering_angle_rad - state.steering_rad;
-    const double max_turn = params.max_steering_rate_radps * dt_s;
-    if (std::abs(to_go) <= max_turn) {
-      state.steering_rad = input.steering_angle_rad;
-    } else {
-      state.steering_rad += to_go > 0.0 ? max_turn : -max_turn;
-      SinCos(state.steering_rad, &sin_steer, &cos_steer);
-    }
+  if (state.steering_rad != input.steering_angle_rad &&
+      !TurnWheelsTowards(input.steering_angle_rad, params.max_steering_rate_radps * dt_s,
+                         state.steering_rad)) {
+    SinCos(state.steering_rad, &sin_steer, &cos_steer);
   }
 
   // Speed (the seed's Euler step, drag from the old speed): braking stops at 0, no reverse.

@@ -192,14 +192,8 @@ void StepForceBased(const ForceBasedParams& params, const ForceBasedInput& input
   double curvature_1pm = input.curvature_1pm;
   bool at_command = true;
   if (state.steering_rad != input.steering_angle_rad) {
-    const double to_go = input.steering_angle_rad - state.steering_rad;
-    const double max_turn = params.max_steering_rate_radps * dt_s;
-    if (std::abs(to_go) <= max_turn) {
-      state.steering_rad = input.steering_angle_rad;
-    } else {
-      state.steering_rad += to_go > 0.0 ? max_turn : -max_turn;
-      at_command = false;
-    }
+    at_command = TurnWheelsTowards(input.steering_angle_rad,
+                                   params.max_steering_rate_radps * dt_s, state.steering_rad);
   }
 
   // Forces at the speed at the start of the tick, held over it. The brake opposes the motion;

@@ -403,14 +403,11 @@ void StepFourWheel(const FourWheelParams& p, const FourWheelInput& input, double
 
   // --- Steering: the wheels turn towards the command by at most rate * dt, then hold. ---
   FrontWheelTrig trig;
-  const double to_go = input.steering_angle_rad - state.steering_rad;
-  const double max_turn = limits.max_steering_rate_radps * dt_s;  // +inf: no limit.
-  if (std::abs(to_go) <= max_turn) {
-    state.steering_rad = input.steering_angle_rad;
+  if (TurnWheelsTowards(input.steering_angle_rad, limits.max_steering_rate_radps * dt_s,
+                        state.steering_rad)) {
     trig = {input.cos_front_left, input.sin_front_left, input.cos_front_right,
             input.sin_front_right};
   } else {
-    state.steering_rad += to_go > 0.0 ? max_turn : -max_turn;
     trig = AckermannTrig(p.wheelbase_m, p.front_track_m, state.steering_rad);
   }
   // Each wheel's longitudinal and lateral unit directions as rows acting on (vx, vy, r):

@@ -102,14 +102,10 @@ inline void AdvanceExactArc(const KinematicBicycleParams& params, double curvatu
 // at most rate * dt; updates the curvature they steer. Returns whether they reached it.
 inline bool TurnWheels(const KinematicBicycleParams& params, double command,
                        double command_curvature, double dt, double& steer, double& curvature) {
-  const double to_go = command - steer;
-  const double max_turn = params.limits.max_steering_rate_radps * dt;  // +inf: no limit.
-  if (std::abs(to_go) <= max_turn) {
-    steer = command;
+  if (TurnWheelsTowards(command, params.limits.max_steering_rate_radps * dt, steer)) {
     curvature = command_curvature;
     return true;
   }
-  steer += to_go > 0.0 ? max_turn : -max_turn;
   curvature = Curvature(steer, params.wheelbase_m);
   return false;
 }

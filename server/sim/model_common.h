@@ -10,6 +10,7 @@
 #define PITLANE_SERVER_SIM_MODEL_COMMON_H_
 
 #include <array>
+#include <cmath>
 #include <limits>
 
 namespace pitlane::sim {
@@ -49,6 +50,20 @@ struct VehicleReadout {
   // four-wheel model has wheels with loads; 0 otherwise.
   std::array<double, 4> wheel_loads_n = {};
 };
+
+// The steering-rate rule every model with steered wheels shares: turns the wheel angle
+// `current` towards `command` by at most `max_turn_rad` (the rate limit times dt; +infinity
+// turns at once), never past it. Returns true when it reached the command, which `current`
+// then equals exactly.
+inline bool TurnWheelsTowards(double command, double max_turn_rad, double& current) {
+  const double to_go = command - current;
+  if (std::abs(to_go) <= max_turn_rad) {
+    current = command;
+    return true;
+  }
+  current += to_go > 0.0 ? max_turn_rad : -max_turn_rad;
+  return false;
+}
 
 // Standard gravity, m/s².
 inline constexpr double kGravity_mps2 = 9.80665;

@@ -430,11 +430,8 @@ void StepSingleTrack(const SingleTrackParams& params, const SingleTrackInput& in
   // never past +-max_steering_angle_rad. They move linearly within the tick: the dynamics
   // see the average angle, the kinematic values the angle at the end.
   const double steer0 = state.steering_rad;
-  double steer1 = input.steering_angle_rad;
-  const double max_turn = limits.max_steering_rate_radps * dt_s;
-  if (std::abs(steer1 - steer0) > max_turn) {
-    steer1 = steer1 > steer0 ? steer0 + max_turn : steer0 - max_turn;
-  }
+  double steer1 = steer0;
+  TurnWheelsTowards(input.steering_angle_rad, limits.max_steering_rate_radps * dt_s, steer1);
   const double steer_mid = 0.5 * (steer0 + steer1);
 
   // 2. Speed. Above the switching speed the drive is power-limited, a <= c / v with c =
