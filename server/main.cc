@@ -1,9 +1,11 @@
 // pitlane-server: flags, logging, wiring and signals. Everything else lives in the layers.
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -21,6 +23,8 @@ ABSL_FLAG(std::uint32_t, max_vehicles_per_session, 100000,
 ABSL_FLAG(std::uint32_t, max_ticks_per_step, 10000, "Most ticks one Step call may advance.");
 ABSL_FLAG(std::uint32_t, max_receive_message_mib, 64, "Largest request accepted, MiB.");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
+ABSL_FLAG(std::uint32_t, worker_threads, 0,
+          "Threads that step REALTIME sessions; 0 = one per CPU core.");
 
 namespace {
 
@@ -50,6 +54,9 @@ int main(int argc, char** argv) {
   const sigset_t signals = BlockShutdownSignals();
 
   pitlane::api::ServerOptions options;
+  const std::uint32_t workers = absl::GetFlag(FLAGS_worker_threads);
+  options.worker_threads = workers > 0 ? static_cast<int>(std::min<std::uint32_t>(workers, 256))
+                                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.limits = {
       .max_sessions = absl::GetFlag(FLAGS_max_sessions),

@@ -207,20 +207,39 @@ v1::ContactPhase ContactPhaseToProto(sim::ContactPhase phase) {
 
 }  // namespace
 
+absl::StatusOr<session::ClockMode> ClockModeFromProto(int mode) {
+  switch (mode) {
+    case v1::CLOCK_MODE_UNSPECIFIED:
+    case v1::CLOCK_MODE_LOCKSTEP:
+      return session::ClockMode::kLockstep;
+    case v1::CLOCK_MODE_REALTIME:
+      return session::ClockMode::kRealtime;
+    default:
+      return UnknownEnum("clock_mode", mode);
+  }
+}
+
+v1::ClockMode ClockModeToProto(session::ClockMode mode) {
+  switch (mode) {
+    case session::ClockMode::kLockstep:
+      return v1::CLOCK_MODE_LOCKSTEP;
+    case session::ClockMode::kRealtime:
+      return v1::CLOCK_MODE_REALTIME;
+  }
+  return v1::CLOCK_MODE_UNSPECIFIED;
+}
+
 absl::StatusOr<session::SessionRequest> SessionRequestFromProto(const v1::SessionConfig& config) {
   session::SessionRequest request;
   request.name = config.name();
   request.seed = config.seed();
   if (config.has_tick_rate_hz()) request.tick_rate_hz = config.tick_rate_hz();
   if (config.has_max_vehicles()) request.max_vehicles = config.max_vehicles();
-  switch (config.clock_mode()) {
-    case v1::CLOCK_MODE_UNSPECIFIED:
-    case v1::CLOCK_MODE_LOCKSTEP:
-      request.clock_mode = session::ClockMode::kLockstep;
-      break;
-    default:
-      return UnknownEnum("clock_mode", config.clock_mode());
-  }
+  const absl::StatusOr<session::ClockMode> mode = ClockModeFromProto(config.clock_mode());
+  if (!mode.ok()) return mode.status();
+  request.clock.mode = *mode;
+  if (config.has_real_time_factor()) request.clock.real_time_factor = config.real_time_factor();
+  request.clock.paused = config.paused();
   switch (config.collision_policy()) {
     case v1::COLLISION_POLICY_UNSPECIFIED:
     case v1::COLLISION_POLICY_REPORT:
@@ -387,11 +406,15 @@ void SessionToProto(const session::SessionDescription& session, v1::SessionInfo*
   config->set_tick_rate_hz(session.config.world.tick_rate_hz);
   config->set_seed(session.config.world.seed);
   config->set_max_vehicles(session.config.world.max_vehicles);
-  switch (session.config.clock_mode) {
-    case session::ClockMode::kLockstep:
-      config->set_clock_mode(v1::CLOCK_MODE_LOCKSTEP);
-      break;
-  }
+  config->set_clock_mode(ClockModeToProto(session.config.clock.mode));
+  config->set_real_time_factor(session.config.clock.real_time_factor);
+  config->set_paused(session.config.clock.paused);
+  v1::ClockStats* stats = out->mutable_clock_stats();
+  stats->set_paced_ticks(session.clock_stats.paced_ticks);
+  stats->set_missed_deadlines(session.clock_stats.missed_deadlines);
+  stats->set_lateness_p50_ms(session.clock_stats.lateness_p50_ms);
+  stats->set_lateness_p99_ms(session.clock_stats.lateness_p99_ms);
+  stats->set_lateness_max_ms(session.clock_stats.lateness_max_ms);
   switch (session.config.world.collision_policy) {
     case sim::CollisionPolicy::kReport:
       config->set_collision_policy(v1::COLLISION_POLICY_REPORT);

@@ -17,6 +17,9 @@ namespace pitlane::api {
 namespace v1 = ::pitlane::v1;
 
 absl::StatusOr<session::SessionRequest> SessionRequestFromProto(const v1::SessionConfig& config);
+// InvalidArgument ("clock_mode") for a value the enum does not have.
+absl::StatusOr<session::ClockMode> ClockModeFromProto(int mode);
+v1::ClockMode ClockModeToProto(session::ClockMode mode);
 absl::StatusOr<sim::VehicleSpec> VehicleSpecFromProto(const v1::VehicleSpec& spec);
 sim::VehicleInput VehicleInputFromProto(const v1::VehicleControl& control);
 // Copies the fields; sim::CheckObstacleSpec validates them.

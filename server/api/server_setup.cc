@@ -7,7 +7,10 @@
 
 namespace pitlane::api {
 
-Server::Server(const ServerOptions& options) : sessions_(options.limits), service_(sessions_) {}
+Server::Server(const ServerOptions& options)
+    : scheduler_(&clock_, options.worker_threads),
+      sessions_(options.limits, &scheduler_),
+      service_(sessions_) {}
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const ServerOptions& options, const std::vector<grpc::Service*>& extra_services) {

@@ -12,6 +12,8 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 #include "server/api/simulator_service.h"
+#include "server/session/clock.h"
+#include "server/session/scheduler.h"
 #include "server/session/session_manager.h"
 
 namespace pitlane::api {
@@ -23,6 +25,8 @@ struct ServerOptions {
   // Largest request the server accepts, bytes (gRPC's default is 4 MiB; spawning 100k
   // vehicles in one call takes about 6 MiB).
   int max_receive_message_bytes = 64 << 20;
+  // Threads that step REALTIME sessions (one queue, earliest deadline first).
+  int worker_threads = 2;
 };
 
 class Server {
@@ -47,6 +51,8 @@ class Server {
  private:
   explicit Server(const ServerOptions& options);
 
+  session::SteadyClock clock_;
+  session::Scheduler scheduler_;  // Before sessions_: sessions hold it.
   session::SessionManager sessions_;
   SimulatorService service_;
   std::unique_ptr<grpc::Server> server_;

@@ -311,6 +311,26 @@ grpc::ServerUnaryReactor* SimulatorService::Step(grpc::CallbackServerContext* co
   }());
 }
 
+grpc::ServerUnaryReactor* SimulatorService::SetClock(grpc::CallbackServerContext* context,
+                                                     const v1::SetClockRequest* request,
+                                                     v1::SetClockResponse* response) {
+  return FinishUnary(context, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+    session::ClockUpdate update;
+    if (request->has_clock_mode()) {
+      ASSIGN_OR_RETURN(update.mode, ClockModeFromProto(request->clock_mode()));
+    }
+    if (request->has_real_time_factor()) update.real_time_factor = request->real_time_factor();
+    if (request->has_paused()) update.paused = request->paused();
+    ASSIGN_OR_RETURN(const session::ClockSettings clock, session->SetClock(update));
+    SimTimeToProto(session->Now(), response->mutable_time());
+    response->set_clock_mode(ClockModeToProto(clock.mode));
+    response->set_real_time_factor(clock.real_time_factor);
+    response->set_paused(clock.paused);
+    return absl::OkStatus();
+  }());
+}
+
 grpc::ServerUnaryReactor* SimulatorService::GetState(grpc::CallbackServerContext* context,
                                                      const v1::GetStateRequest* request,
                                                      v1::GetStateResponse* response) {

@@ -54,6 +54,9 @@ class SimulatorService final : public ::pitlane::v1::Simulator::CallbackService 
   grpc::ServerUnaryReactor* Step(grpc::CallbackServerContext* context,
                                  const v1::StepRequest* request,
                                  v1::StepResponse* response) override;
+  grpc::ServerUnaryReactor* SetClock(grpc::CallbackServerContext* context,
+                                     const v1::SetClockRequest* request,
+                                     v1::SetClockResponse* response) override;
   grpc::ServerUnaryReactor* GetState(grpc::CallbackServerContext* context,
                                      const v1::GetStateRequest* request,
                                      v1::GetStateResponse* response) override;

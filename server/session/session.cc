@@ -4,16 +4,121 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
 
 namespace pitlane::session {
 
+absl::Status CheckClockSettings(const ClockSettings& settings) {
+  return CheckInRange("real_time_factor", settings.real_time_factor, 0.0, kMaxRealTimeFactor);
+}
+
 Session::Session(std::string id, SessionConfig config, sim::World world,
-                 std::uint32_t max_ticks_per_step)
+                 std::uint32_t max_ticks_per_step, Scheduler* scheduler)
     : id_(std::move(id)),
       config_(std::move(config)),
       max_ticks_per_step_(max_ticks_per_step),
-      world_(std::move(world)) {}
+      scheduler_(scheduler),
+      world_(std::move(world)),
+      clock_(config_.clock) {}
+
+void Session::Start() {
+  std::int64_t now_ns = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!PacedLocked() || scheduler_ == nullptr) return;
+    now_ns = scheduler_->clock().NowNanos();
+    AnchorLocked(now_ns);
+  }
+  scheduler_->Schedule(shared_from_this(), now_ns + static_cast<std::int64_t>(period_ns_));
+}
+
+absl::StatusOr<ClockSettings> Session::SetClock(const ClockUpdate& update) {
+  ClockSettings settings;
+  std::optional<std::int64_t> next_run;
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckOpenLocked());
+    settings = clock_;
+    if (update.mode.has_value()) settings.mode = *update.mode;
+    if (update.real_time_factor.has_value()) settings.real_time_factor = *update.real_time_factor;
+    if (update.paused.has_value()) settings.paused = *update.paused;
+    RETURN_IF_ERROR(CheckClockSettings(settings));
+    if (settings.mode != ClockMode::kLockstep && scheduler_ == nullptr) {
+      return absl::FailedPreconditionError(
+          "clock_mode: this server runs no scheduler; only LOCKSTEP is available");
+    }
+    clock_ = settings;
+    if (PacedLocked()) {
+      const std::int64_t now_ns = scheduler_->clock().NowNanos();
+      AnchorLocked(now_ns);
+      next_run = now_ns + static_cast<std::int64_t>(period_ns_);
+    }
+  }
+  // Outside the lock: a worker may be running this session and wait for it.
+  if (scheduler_ != nullptr) {
+    if (next_run.has_value()) {
+      scheduler_->Schedule(shared_from_this(), *next_run);
+    } else {
+      scheduler_->Cancel(this);
+    }
+  }
+  return settings;
+}
+
+bool Session::PacedLocked() const {
+  return !closed_ && clock_.mode == ClockMode::kRealtime && !clock_.paused;
+}
+
+void Session::AnchorLocked(std::int64_t now_ns) {
+  anchor_tick_ = world_.tick();
+  anchor_ns_ = now_ns;
+  period_ns_ = clock_.real_time_factor > 0.0
+                   ? world_.params().dt_s / clock_.real_time_factor * 1e9
+                   : 0.0;
+}
+
+std::int64_t Session::DeadlineLocked(std::uint64_t tick) const {
+  return anchor_ns_ +
+         static_cast<std::int64_t>(static_cast<double>(tick - anchor_tick_) * period_ns_);
+}
+
+std::optional<std::int64_t> Session::RunScheduled(std::int64_t now_ns) {
+  absl::MutexLock lock(&mu_);
+  if (!PacedLocked()) return std::nullopt;
+  if (period_ns_ == 0.0) {  // As fast as possible: one tick per turn.
+    TickLocked(nullptr);
+    ++paced_ticks_;
+    return now_ns;
+  }
+  const std::uint64_t next_tick = world_.tick() + 1;
+  std::int64_t deadline = DeadlineLocked(next_tick);
+  if (deadline > now_ns) return deadline;  // Woken early.
+  const std::int64_t late_ns = now_ns - deadline;
+  if (late_ns > static_cast<std::int64_t>(period_ns_ * kMaxLagTicks)) {
+    // Too far behind to catch up without a burst: give up the backlog, pace from now.
+    missed_deadlines_ += static_cast<std::uint64_t>(static_cast<double>(late_ns) / period_ns_);
+    AnchorLocked(now_ns);
+    anchor_tick_ = world_.tick() + 1;  // The tick about to run is due now.
+    deadline = now_ns;
+  }
+  const std::int64_t lateness_ns = now_ns - deadline;
+  if (static_cast<double>(lateness_ns) > period_ns_) ++missed_deadlines_;
+  if (lateness_histogram_.empty()) lateness_histogram_.assign(kLatenessBuckets, 0);
+  ++lateness_histogram_[std::min<std::size_t>(
+      static_cast<std::size_t>(lateness_ns / kLatenessBucket_ns), kLatenessBuckets - 1)];
+  lateness_max_ns_ = std::max(lateness_max_ns_, lateness_ns);
+  ++paced_ticks_;
+  TickLocked(nullptr);
+  return DeadlineLocked(world_.tick() + 1);
+}
+
+std::shared_ptr<const Frame> Session::TickLocked(FrameEvents* events) {
+  transitions_.clear();
+  world_.Step(&transitions_);
+  if (events != nullptr) AppendEvents(transitions_, *events);
+  return subscribers_.empty() ? nullptr : PublishLocked(transitions_);
+}
 
 absl::StatusOr<std::vector<sim::VehicleId>> Session::SpawnVehicles(
     absl::Span<const sim::VehicleSpec> specs) {
@@ -56,19 +161,18 @@ absl::StatusOr<StepResult> Session::Step(std::uint32_t ticks,
   }
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckOpenLocked());
+  if (PacedLocked()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "clock_mode: session ", id_,
+        " runs on the server's REALTIME clock; Step needs LOCKSTEP or a paused clock"));
+  }
   if (expected_tick.has_value() && *expected_tick != world_.tick()) {
     return absl::AbortedError(absl::StrCat("expected_tick: the session is at tick ",
                                            world_.tick(), ", not ", *expected_tick));
   }
   StepResult result;
   std::shared_ptr<const Frame> last_published;
-  std::vector<sim::ContactEvent> transitions;
-  for (std::uint32_t i = 0; i < ticks; ++i) {
-    transitions.clear();
-    world_.Step(&transitions);
-    AppendEvents(transitions, result.events);
-    last_published = subscribers_.empty() ? nullptr : PublishLocked(transitions);
-  }
+  for (std::uint32_t i = 0; i < ticks; ++i) last_published = TickLocked(&result.events);
   result.frame = last_published != nullptr ? last_published : MakeFrameLocked();
   FinishEvents(world_.contacts(), world_.tick(), result.events);
   return result;
@@ -84,10 +188,30 @@ SessionDescription Session::Describe(bool with_vehicles) const {
   SessionDescription description{
       .id = id_,
       .config = config_,
+      .clock_stats = {.paced_ticks = paced_ticks_,
+                      .missed_deadlines = missed_deadlines_,
+                      .lateness_max_ms = static_cast<double>(lateness_max_ns_) * 1e-6},
       .time = NowLocked(),
       .vehicle_count = world_.vehicle_count(),
       .obstacle_count = world_.obstacles().size(),
   };
+  description.config.clock = clock_;
+  if (!lateness_histogram_.empty()) {
+    std::uint64_t measured = 0;
+    for (const std::uint32_t count : lateness_histogram_) measured += count;
+    const auto percentile = [this, measured](double fraction) {
+      const auto wanted = static_cast<std::uint64_t>(fraction * static_cast<double>(measured));
+      std::uint64_t seen = 0;
+      for (std::size_t i = 0; i < lateness_histogram_.size(); ++i) {
+        seen += lateness_histogram_[i];
+        // The bucket's upper edge: lateness is at most this.
+        if (seen > wanted) return static_cast<double>((i + 1) * kLatenessBucket_ns) * 1e-6;
+      }
+      return static_cast<double>(lateness_max_ns_) * 1e-6;
+    };
+    description.clock_stats.lateness_p50_ms = percentile(0.5);
+    description.clock_stats.lateness_p99_ms = percentile(0.99);
+  }
   if (with_vehicles) {
     description.vehicles = world_.DescribeVehicles();
     description.obstacles = world_.obstacles();
@@ -147,6 +271,7 @@ SimTime Session::Close() {
     subscribers.swap(subscribers_);
     now = NowLocked();
   }
+  if (scheduler_ != nullptr) scheduler_->Cancel(this);
   // Outside the lock: a sink may finish its stream and unsubscribe right away.
   for (const Subscriber& subscriber : subscribers) subscriber.sink->OnSessionClosed();
   return now;

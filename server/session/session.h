@@ -1,8 +1,10 @@
 // A session: one world, its clock, and the clients watching it.
 //
 // Every public method is thread-safe. Handlers reach the world only through this API: the
-// world's state is owned by the session, and changes only between ticks, under its lock.
-// Lockstep clock: time moves only in Step().
+// world's state is owned by the session and changes only between ticks, under its lock, so
+// a tick is atomic and anything a client sends applies from the next tick. The clock is
+// LOCKSTEP (time moves only in Step) or REALTIME (the scheduler's workers step the session at
+// tick_rate_hz x real_time_factor; see RunScheduled).
 #ifndef PITLANE_SERVER_SESSION_SESSION_H_
 #define PITLANE_SERVER_SESSION_SESSION_H_
 
@@ -17,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "server/session/scheduler.h"
 #include "server/sim/vehicle.h"
 #include "server/sim/world.h"
 
@@ -25,14 +28,48 @@ namespace pitlane::session {
 // How time advances in a session.
 enum class ClockMode {
   kLockstep,  // Only Step() advances time.
+  kRealtime,  // The server paces ticks at tick_rate_hz x real_time_factor.
+};
+
+inline constexpr double kMaxRealTimeFactor = 1000.0;
+
+// A session's clock as configured.
+struct ClockSettings {
+  ClockMode mode = ClockMode::kLockstep;
+  // REALTIME: simulated seconds per wall-clock second, in [0, kMaxRealTimeFactor]; 0 = as
+  // fast as the workers can step it.
+  double real_time_factor = 1.0;
+  // REALTIME: no ticks while paused (Step works then, to single-step).
+  bool paused = false;
+};
+
+// A change to a session's clock: unset fields stay as they are.
+struct ClockUpdate {
+  std::optional<ClockMode> mode;
+  std::optional<double> real_time_factor;
+  std::optional<bool> paused;
+};
+
+// How well a paced session kept time, since creation.
+struct ClockStats {
+  std::uint64_t paced_ticks = 0;       // Ticks the scheduler ran.
+  // Paced ticks that started more than one period after their deadline, plus ticks skipped
+  // when the session fell too far behind to catch up.
+  std::uint64_t missed_deadlines = 0;
+  double lateness_p50_ms = 0.0;        // Start of a paced tick minus its deadline.
+  double lateness_p99_ms = 0.0;
+  double lateness_max_ms = 0.0;
 };
 
 // A session as a client configures it (after the api layer filled in defaults).
 struct SessionConfig {
   std::string name;                   // Label, at most sim::kMaxNameBytes bytes.
   sim::WorldSpec world;               // Tick rate, seed, vehicle limit.
-  ClockMode clock_mode = ClockMode::kLockstep;
+  ClockSettings clock;                // At creation; SetClock changes it.
 };
+
+// Checks `settings` (real_time_factor in range). InvalidArgument naming the field.
+absl::Status CheckClockSettings(const ClockSettings& settings);
 
 // A point on a session's clock.
 struct SimTime {
@@ -90,7 +127,8 @@ class FrameSink {
 // What a session reports about itself.
 struct SessionDescription {
   std::string id;
-  SessionConfig config;
+  SessionConfig config;  // config.clock is the clock now.
+  ClockStats clock_stats;
   SimTime time;
   std::size_t vehicle_count = 0;
   std::vector<sim::VehicleDescription> vehicles;  // Only when asked for.
@@ -98,16 +136,33 @@ struct SessionDescription {
   std::vector<sim::Obstacle> obstacles;           // Only when asked for.
 };
 
-class Session {
+class Session final : public ScheduledJob, public std::enable_shared_from_this<Session> {
  public:
   // `config` must already be validated by Create's caller (SessionManager checks it with
-  // sim::World::Create, whose result is passed here).
+  // sim::World::Create, whose result is passed here). `scheduler` paces the session when its
+  // clock is REALTIME; it must outlive the session (null: LOCKSTEP only). Call Start() once
+  // the session is owned by a shared_ptr.
   Session(std::string id, SessionConfig config, sim::World world,
-          std::uint32_t max_ticks_per_step);
+          std::uint32_t max_ticks_per_step, Scheduler* scheduler = nullptr);
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
   const std::string& id() const { return id_; }
+
+  // Starts the clock if it is paced (a REALTIME session not paused).
+  void Start();
+  // Changes the clock. InvalidArgument for a bad value (naming it); FailedPrecondition for
+  // REALTIME without a scheduler; NotFound once closed. A paced clock restarts its pacing
+  // from now at the current tick (no catching up on the time it was paused or slower).
+  absl::StatusOr<ClockSettings> SetClock(const ClockUpdate& update);
+
+  // ScheduledJob: runs the tick due at `now_ns` if the clock is paced, and returns the time of
+  // the next one. Pacing: tick k is due at anchor + (k - anchor_tick) x period, period = dt /
+  // real_time_factor (no drift: never summed). A tick that starts more than a period late is
+  // a missed deadline; a session more than kMaxLagTicks behind gives up the backlog (counted
+  // as missed) and restarts its pacing from now. Factor 0: one tick per run, rescheduled at
+  // once (behind every session already due).
+  std::optional<std::int64_t> RunScheduled(std::int64_t now_ns) override;
 
   // See sim::World::Spawn. Every method that reaches the world fails with NotFound
   // ("session_id") once the session is closed.
@@ -124,8 +179,8 @@ class Session {
 
   // Advances `ticks` ticks and returns the frame after the last, with the contact events of
   // the ticks stepped. Errors: InvalidArgument ("ticks") unless 1 <= ticks <=
-  // max_ticks_per_step; Aborted if `expected_tick` is set and differs from the current tick
-  // (nothing is stepped).
+  // max_ticks_per_step; FailedPrecondition if the clock is paced (REALTIME and not paused);
+  // Aborted if `expected_tick` is set and differs from the current tick (nothing is stepped).
   absl::StatusOr<StepResult> Step(std::uint32_t ticks, std::optional<std::uint64_t> expected_tick);
 
   // The current frame.
@@ -156,6 +211,13 @@ class Session {
   };
 
   SimTime NowLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool PacedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One tick of the world, published to the subscribers; appends its transitions to `events`
+  // if not null.
+  std::shared_ptr<const Frame> TickLocked(FrameEvents* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Restarts pacing at `now_ns` from the current tick.
+  void AnchorLocked(std::int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::int64_t DeadlineLocked(std::uint64_t tick) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<const Frame> MakeFrameLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckOpenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands the frame of the tick just stepped, and its contact transitions, to the
@@ -167,13 +229,30 @@ class Session {
   const std::string id_;
   const SessionConfig config_;
   const std::uint32_t max_ticks_per_step_;
+  Scheduler* const scheduler_;
 
   mutable absl::Mutex mu_;
   sim::World world_ ABSL_GUARDED_BY(mu_);
+  ClockSettings clock_ ABSL_GUARDED_BY(mu_);
+  // Pacing: tick anchor_tick_ was due at anchor_ns_.
+  std::uint64_t anchor_tick_ ABSL_GUARDED_BY(mu_) = 0;
+  std::int64_t anchor_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  double period_ns_ ABSL_GUARDED_BY(mu_) = 0.0;  // 0 for factor 0.
+  std::uint64_t paced_ticks_ ABSL_GUARDED_BY(mu_) = 0;
+  std::uint64_t missed_deadlines_ ABSL_GUARDED_BY(mu_) = 0;
+  // Lateness of paced ticks in kLatenessBucket_ns buckets; the last counts everything later.
+  std::vector<std::uint32_t> lateness_histogram_ ABSL_GUARDED_BY(mu_);
+  std::int64_t lateness_max_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<sim::ContactEvent> transitions_ ABSL_GUARDED_BY(mu_);  // Scratch of a tick.
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Subscriber> subscribers_ ABSL_GUARDED_BY(mu_);
   std::uint64_t next_subscription_ ABSL_GUARDED_BY(mu_) = 1;
 };
+
+// A paced session more than this many ticks behind its schedule gives up the backlog.
+inline constexpr std::uint64_t kMaxLagTicks = 10;
+inline constexpr std::int64_t kLatenessBucket_ns = 10'000;   // 10 µs.
+inline constexpr std::size_t kLatenessBuckets = 10'000;      // Up to 100 ms.
 
 }  // namespace pitlane::session
 

@@ -10,7 +10,8 @@
 
 namespace pitlane::session {
 
-SessionManager::SessionManager(const ServerLimits& limits) : limits_(limits) {}
+SessionManager::SessionManager(const ServerLimits& limits, Scheduler* scheduler)
+    : limits_(limits), scheduler_(scheduler) {}
 
 SessionManager::~SessionManager() {
   // Streams still open on a session end when it closes.
@@ -36,8 +37,13 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
                 .max_vehicles = max_vehicles,
                 .collision_policy = request.collision_policy,
                 .bounds = request.bounds},
-      .clock_mode = request.clock_mode,
+      .clock = request.clock,
   };
+  RETURN_IF_ERROR(CheckClockSettings(config.clock));
+  if (config.clock.mode != ClockMode::kLockstep && scheduler_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "clock_mode: this server runs no scheduler; only LOCKSTEP is available");
+  }
   ASSIGN_OR_RETURN(sim::World world, sim::World::Create(config.world));
   if (!request.obstacles.empty()) {
     const absl::Status added = world.AddObstacles(request.obstacles).status();
@@ -59,11 +65,12 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
     }
     std::string id = absl::StrCat("s-", next_id_++);
     session = std::make_shared<Session>(id, std::move(config), std::move(world),
-                                        limits_.max_ticks_per_step);
+                                        limits_.max_ticks_per_step, scheduler_);
     sessions_.emplace(std::move(id), session);
     order_.push_back(session);
     open_sessions = sessions_.size();
   }
+  session->Start();
   spdlog::info("session {} created (name \"{}\", {} Hz, seed {}, max {} vehicles); {} open",
                session->id(), request.name, tick_rate_hz, request.seed, max_vehicles,
                open_sessions);

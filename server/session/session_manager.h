@@ -31,7 +31,7 @@ struct SessionRequest {
   std::optional<double> tick_rate_hz;           // Default 50 Hz.
   std::uint64_t seed = 0;
   std::optional<std::uint32_t> max_vehicles;    // Default max_vehicles_per_session.
-  ClockMode clock_mode = ClockMode::kLockstep;
+  ClockSettings clock;
   sim::CollisionPolicy collision_policy = sim::CollisionPolicy::kReport;
   std::optional<sim::WorldBounds> bounds;      // No walls when unset.
   std::vector<sim::ObstacleSpec> obstacles;    // Placed at tick 0.
@@ -44,7 +44,8 @@ inline constexpr double kDefaultTickRate_hz = 50.0;
 // stragglers fail cleanly.
 class SessionManager {
  public:
-  explicit SessionManager(const ServerLimits& limits);
+  // `scheduler` paces REALTIME sessions; it must outlive the manager. Null: LOCKSTEP only.
+  explicit SessionManager(const ServerLimits& limits, Scheduler* scheduler = nullptr);
   ~SessionManager();
 
   const ServerLimits& limits() const { return limits_; }
@@ -63,6 +64,7 @@ class SessionManager {
 
  private:
   const ServerLimits limits_;
+  Scheduler* const scheduler_;
   mutable absl::Mutex mu_;
   std::uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);

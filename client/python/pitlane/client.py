@@ -32,6 +32,11 @@ _INTEGRATORS = {
     "exact_arc": pb.BICYCLE_INTEGRATOR_EXACT_ARC,
 }
 
+_CLOCK_MODES = {
+    "lockstep": pb.CLOCK_MODE_LOCKSTEP,
+    "realtime": pb.CLOCK_MODE_REALTIME,
+}
+
 _COLLISION_POLICIES = {
     "report": pb.COLLISION_POLICY_REPORT,
     "stop": pb.COLLISION_POLICY_STOP,
@@ -225,8 +230,11 @@ class Client:
         collision_policy: str = "report",
         bounds: Optional[tuple[float, float, float, float]] = None,
         obstacles: Sequence[pb.ObstacleSpec] = (),
+        clock_mode: str = "lockstep",
+        real_time_factor: Optional[float] = None,
+        paused: bool = False,
     ) -> pb.SessionInfo:
-        """Creates a lockstep session.
+        """Creates a session.
 
         Args:
             name: Human-readable label.
@@ -241,24 +249,38 @@ class Client:
                 world; None: no walls.
             obstacles: Static obstacles placed at tick 0 (see
                 ``obstacle_spec``).
+            clock_mode: "lockstep" (time moves only in ``step``) or
+                "realtime" (the server steps the session at tick_rate_hz x
+                real_time_factor).
+            real_time_factor: realtime: simulated seconds per wall-clock
+                second, in [0, 1000] (0: as fast as possible); None: 1.
+            paused: realtime: create it paused (see ``set_clock``).
 
         Returns:
             The new SessionInfo (tick 0, no vehicles, defaults filled in).
 
         Raises:
-            ValueError: Unknown collision policy name.
+            ValueError: Unknown collision policy or clock mode name.
         """
         if collision_policy not in _COLLISION_POLICIES:
             raise ValueError(
                 f"collision_policy must be one of {sorted(_COLLISION_POLICIES)}, "
                 f"got {collision_policy!r}"
             )
+        if clock_mode not in _CLOCK_MODES:
+            raise ValueError(
+                f"clock_mode must be one of {sorted(_CLOCK_MODES)}, got {clock_mode!r}"
+            )
         config = pb.SessionConfig(
             name=name,
             seed=seed,
             collision_policy=_COLLISION_POLICIES[collision_policy],
             obstacles=obstacles,
+            clock_mode=_CLOCK_MODES[clock_mode],
+            paused=paused,
         )
+        if real_time_factor is not None:
+            config.real_time_factor = real_time_factor
         if bounds is not None:
             min_x, min_y, max_x, max_y = bounds
             config.bounds.CopyFrom(
@@ -271,6 +293,40 @@ class Client:
         return self.stub.CreateSession(
             pb.CreateSessionRequest(config=config), timeout=self.timeout_s
         ).session
+
+    def set_clock(
+        self,
+        session_id: str,
+        *,
+        clock_mode: Optional[str] = None,
+        real_time_factor: Optional[float] = None,
+        paused: Optional[bool] = None,
+    ) -> pb.SetClockResponse:
+        """Changes a session's clock; unset arguments stay as they are.
+
+        Args:
+            session_id: The session.
+            clock_mode: "lockstep" or "realtime".
+            real_time_factor: Simulated seconds per wall-clock second, in
+                [0, 1000]; 0: as fast as possible.
+            paused: True pauses a realtime session (``step`` then works);
+                False resumes it, pacing from now.
+
+        Returns:
+            The response: the time of the change and the clock in effect.
+        """
+        request = pb.SetClockRequest(session_id=session_id)
+        if clock_mode is not None:
+            if clock_mode not in _CLOCK_MODES:
+                raise ValueError(
+                    f"clock_mode must be one of {sorted(_CLOCK_MODES)}, got {clock_mode!r}"
+                )
+            request.clock_mode = _CLOCK_MODES[clock_mode]
+        if real_time_factor is not None:
+            request.real_time_factor = real_time_factor
+        if paused is not None:
+            request.paused = paused
+        return self.stub.SetClock(request, timeout=self.timeout_s)
 
     def get_session(self, session_id: str) -> pb.SessionInfo:
         """Returns one session's config, clock and vehicles."""

@@ -1,0 +1,132 @@
+#include "server/session/scheduler.h"
+
+#include <utility>
+
+#include "absl/time/time.h"
+
+namespace pitlane::session {
+
+Scheduler::Scheduler(const Clock* clock, int threads) : clock_(clock) {
+  workers_.reserve(threads);
+  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+}
+
+Scheduler::~Scheduler() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    wake_.SignalAll();
+  }
+  for (std::thread& worker : workers_) worker.join();
+}
+
+void Scheduler::PushLocked(Slot& slot, const ScheduledJob* job, std::int64_t when_ns) {
+  slot.generation = next_generation_++;
+  queue_.push(Entry{when_ns, slot.generation, job});
+  wake_.Signal();
+}
+
+void Scheduler::Schedule(std::shared_ptr<ScheduledJob> job, std::int64_t when_ns) {
+  absl::MutexLock lock(&mu_);
+  const ScheduledJob* key = job.get();
+  Slot& slot = slots_[key];
+  slot.job = std::move(job);
+  slot.cancelled = false;
+  if (slot.running) {
+    slot.rerun_at = slot.rerun_at.has_value() ? std::min(*slot.rerun_at, when_ns) : when_ns;
+    return;
+  }
+  PushLocked(slot, key, when_ns);
+}
+
+void Scheduler::Cancel(const ScheduledJob* job) {
+  absl::MutexLock lock(&mu_);
+  const auto it = slots_.find(job);
+  if (it == slots_.end()) return;
+  if (it->second.running) {
+    it->second.cancelled = true;
+    it->second.rerun_at.reset();
+    return;
+  }
+  slots_.erase(it);  // Its queue entries are stale from now on.
+}
+
+std::size_t Scheduler::size() const {
+  absl::MutexLock lock(&mu_);
+  return slots_.size();
+}
+
+std::shared_ptr<ScheduledJob> Scheduler::TakeDueLocked(std::int64_t now_ns) {
+  while (!queue_.empty()) {
+    const Entry top = queue_.top();
+    const auto it = slots_.find(top.job);
+    if (it == slots_.end() || it->second.generation != top.generation || it->second.running) {
+      queue_.pop();  // Stale.
+      continue;
+    }
+    if (top.when_ns > now_ns) return nullptr;
+    queue_.pop();
+    it->second.running = true;
+    return it->second.job;
+  }
+  return nullptr;
+}
+
+void Scheduler::RunOne(std::shared_ptr<ScheduledJob> job) {
+  const std::optional<std::int64_t> next = job->RunScheduled(clock_->NowNanos());
+  absl::MutexLock lock(&mu_);
+  const auto it = slots_.find(job.get());
+  if (it == slots_.end()) return;
+  Slot& slot = it->second;
+  slot.running = false;
+  if (slot.cancelled) {
+    slots_.erase(it);
+    return;
+  }
+  std::optional<std::int64_t> when = next;
+  if (slot.rerun_at.has_value()) {
+    when = when.has_value() ? std::min(*when, *slot.rerun_at) : *slot.rerun_at;
+    slot.rerun_at.reset();
+  }
+  if (!when.has_value()) {
+    slots_.erase(it);
+    return;
+  }
+  PushLocked(slot, job.get(), *when);
+}
+
+int Scheduler::RunDue(int max_runs) {
+  int runs = 0;
+  while (runs < max_runs) {
+    std::shared_ptr<ScheduledJob> job;
+    {
+      absl::MutexLock lock(&mu_);
+      job = TakeDueLocked(clock_->NowNanos());
+    }
+    if (job == nullptr) break;
+    RunOne(std::move(job));
+    ++runs;
+  }
+  return runs;
+}
+
+void Scheduler::WorkerLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    const std::int64_t now_ns = clock_->NowNanos();
+    std::shared_ptr<ScheduledJob> job = TakeDueLocked(now_ns);
+    if (job != nullptr) {
+      mu_.Unlock();
+      RunOne(std::move(job));
+      mu_.Lock();
+      continue;
+    }
+    if (queue_.empty()) {
+      wake_.Wait(&mu_);
+    } else {
+      wake_.WaitWithTimeout(&mu_, absl::Nanoseconds(queue_.top().when_ns - now_ns));
+    }
+  }
+}
+
+}  // namespace pitlane::session

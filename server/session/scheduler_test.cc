@@ -1,0 +1,244 @@
+#include "server/session/scheduler.h"
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "server/session/clock.h"
+#include "server/session/session.h"
+#include "server/sim/world.h"
+
+namespace pitlane::session {
+namespace {
+
+constexpr std::int64_t kMs = 1'000'000;
+
+// A job that records when it ran and asks to run again `period_ns` after its last run.
+class Recorder final : public ScheduledJob {
+ public:
+  explicit Recorder(std::int64_t period_ns, int runs = 1 << 30)
+      : period_ns_(period_ns), runs_left_(runs) {}
+  std::optional<std::int64_t> RunScheduled(std::int64_t now_ns) override {
+    ran_at.push_back(now_ns);
+    if (--runs_left_ == 0) return std::nullopt;
+    return now_ns + period_ns_;
+  }
+  std::vector<std::int64_t> ran_at;
+
+ private:
+  std::int64_t period_ns_;
+  int runs_left_;
+};
+
+TEST(Scheduler, RunsJobsWhenDueEarliestFirst) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto slow = std::make_shared<Recorder>(30 * kMs);
+  auto fast = std::make_shared<Recorder>(10 * kMs);
+  scheduler.Schedule(slow, 5 * kMs);
+  scheduler.Schedule(fast, 2 * kMs);
+  EXPECT_EQ(scheduler.RunDue(), 0);  // Nothing due at 0.
+  clock.Set(100 * kMs);
+  // Each job runs once per RunDue turn it is due in; jobs rescheduled to the past run again.
+  EXPECT_EQ(scheduler.RunDue(), 2);
+  EXPECT_EQ(fast->ran_at, std::vector<std::int64_t>{100 * kMs});
+  EXPECT_EQ(slow->ran_at, std::vector<std::int64_t>{100 * kMs});
+  clock.Set(115 * kMs);
+  EXPECT_EQ(scheduler.RunDue(), 1);  // Only fast (due at 110 ms).
+  EXPECT_EQ(fast->ran_at.size(), 2u);
+}
+
+TEST(Scheduler, CancelAndRescheduleReplaceTheEntry) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto job = std::make_shared<Recorder>(10 * kMs);
+  scheduler.Schedule(job, 50 * kMs);
+  scheduler.Schedule(job, 20 * kMs);  // Replaces the 50 ms entry.
+  clock.Set(60 * kMs);
+  EXPECT_EQ(scheduler.RunDue(), 1);
+  EXPECT_EQ(job->ran_at, std::vector<std::int64_t>{60 * kMs});
+  scheduler.Cancel(job.get());
+  EXPECT_EQ(scheduler.size(), 0u);
+  clock.Set(1000 * kMs);
+  EXPECT_EQ(scheduler.RunDue(), 0);
+}
+
+TEST(Scheduler, AJobThatIsDoneLeavesTheQueue) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto job = std::make_shared<Recorder>(0, /*runs=*/3);
+  scheduler.Schedule(job, 0);
+  EXPECT_EQ(scheduler.RunDue(), 3);
+  EXPECT_EQ(scheduler.size(), 0u);
+}
+
+// Worker threads run a due job without anyone calling RunDue.
+TEST(Scheduler, WorkersRunDueJobs) {
+  class Notifier final : public ScheduledJob {
+   public:
+    std::optional<std::int64_t> RunScheduled(std::int64_t) override {
+      done.Notify();
+      return std::nullopt;
+    }
+    absl::Notification done;
+  };
+  FakeClock clock;
+  Scheduler scheduler(&clock, 2);
+  auto job = std::make_shared<Notifier>();
+  scheduler.Schedule(job, 0);
+  EXPECT_TRUE(job->done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+}
+
+// --- Sessions on a fake clock ---------------------------------------------------------
+
+std::shared_ptr<Session> MakeSession(Scheduler* scheduler, ClockSettings clock,
+                                     double tick_rate_hz = 50.0) {
+  SessionConfig config{.name = "paced",
+                       .world = {.tick_rate_hz = tick_rate_hz, .max_vehicles = 4},
+                       .clock = clock};
+  auto session = std::make_shared<Session>("s-1", config, *sim::World::Create(config.world),
+                                           1000, scheduler);
+  session->Start();
+  return session;
+}
+
+// Advances the fake clock in `step_ns` increments up to `until_ns`, running what is due.
+void RunFor(FakeClock& clock, Scheduler& scheduler, std::int64_t step_ns, std::int64_t until_ns) {
+  while (clock.NowNanos() < until_ns) {
+    clock.Advance(step_ns);
+    scheduler.RunDue();
+  }
+}
+
+TEST(SessionClock, RealtimeTicksAtTheTickRateTimesTheFactor) {
+  struct Case {
+    double rate_hz;
+    double factor;
+    std::uint64_t ticks_in_one_second;
+  };
+  for (const Case c : {Case{50, 1, 50}, Case{50, 2, 100}, Case{50, 0.5, 25}, Case{100, 1, 100},
+                       Case{30, 1, 30}}) {
+    FakeClock clock;
+    Scheduler scheduler(&clock, 0);
+    auto session = MakeSession(
+        &scheduler, {.mode = ClockMode::kRealtime, .real_time_factor = c.factor}, c.rate_hz);
+    RunFor(clock, scheduler, kMs, 1000 * kMs);
+    EXPECT_EQ(session->Now().tick, c.ticks_in_one_second) << c.rate_hz << " Hz x " << c.factor;
+    const ClockStats stats = session->Describe(false).clock_stats;
+    EXPECT_EQ(stats.paced_ticks, c.ticks_in_one_second);
+    EXPECT_EQ(stats.missed_deadlines, 0u);
+    EXPECT_LE(stats.lateness_max_ms, 1.0);  // The 1 ms clock step.
+  }
+}
+
+// Deadlines are anchor + k * period, never summed: with a 7 ms clock step, 30 s of 50 Hz is
+// still exactly 1500 ticks, each started at most 7 ms late.
+TEST(SessionClock, PacingDoesNotDrift) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler, {.mode = ClockMode::kRealtime});
+  RunFor(clock, scheduler, 7 * kMs, 30'000 * kMs + 1);
+  EXPECT_EQ(session->Now().tick, 1500u);
+  const ClockStats stats = session->Describe(false).clock_stats;
+  EXPECT_EQ(stats.missed_deadlines, 0u);
+  EXPECT_LE(stats.lateness_max_ms, 7.0);
+  EXPECT_GT(stats.lateness_p99_ms, 0.0);
+}
+
+TEST(SessionClock, PauseStopsTimeAndResumePacesFromNow) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler, {.mode = ClockMode::kRealtime});
+  RunFor(clock, scheduler, kMs, 100 * kMs);
+  EXPECT_EQ(session->Now().tick, 5u);
+  ASSERT_TRUE(session->SetClock({.paused = true}).ok());
+  // Paused: Step works (single-stepping), the clock adds nothing.
+  ASSERT_TRUE(session->Step(2, std::nullopt).ok());
+  RunFor(clock, scheduler, kMs, 600 * kMs);
+  EXPECT_EQ(session->Now().tick, 7u);
+  ASSERT_TRUE(session->SetClock({.paused = false}).ok());
+  // No catching up on the 500 ms paused: 100 ms later, exactly 5 more ticks.
+  RunFor(clock, scheduler, kMs, 700 * kMs);
+  EXPECT_EQ(session->Now().tick, 12u);
+  EXPECT_EQ(session->Describe(false).clock_stats.missed_deadlines, 0u);
+}
+
+TEST(SessionClock, StepIsRefusedWhileThePacedClockRuns) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler, {.mode = ClockMode::kRealtime});
+  EXPECT_EQ(session->Step(1, std::nullopt).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(session->SetClock({.mode = ClockMode::kLockstep}).ok());
+  EXPECT_TRUE(session->Step(1, std::nullopt).ok());
+  RunFor(clock, scheduler, kMs, 200 * kMs);
+  EXPECT_EQ(session->Now().tick, 1u);  // Lockstep: the scheduler adds nothing.
+  EXPECT_EQ(scheduler.size(), 0u);
+}
+
+// A session that falls far behind (a stalled server) skips the backlog instead of running a
+// burst of ticks, and counts what it skipped as missed.
+TEST(SessionClock, AStallSkipsTheBacklogAndCountsItMissed) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler, {.mode = ClockMode::kRealtime});
+  RunFor(clock, scheduler, kMs, 100 * kMs);  // Ticks 1..5 on time.
+  clock.Advance(1000 * kMs);                 // A 1 s stall: tick 6 was due at 120 ms.
+  EXPECT_EQ(scheduler.RunDue(), 1);          // One tick, not 50.
+  EXPECT_EQ(session->Now().tick, 6u);
+  // 980 ms late = 49 periods skipped.
+  EXPECT_EQ(session->Describe(false).clock_stats.missed_deadlines, 49u);
+  RunFor(clock, scheduler, kMs, 1200 * kMs);  // Paced from the stall on: 5 more in 100 ms.
+  EXPECT_EQ(session->Now().tick, 11u);
+}
+
+// A short delay is caught up: ticks run back to back until on schedule again, each counted
+// late only if it started more than a period after its deadline.
+TEST(SessionClock, AShortDelayIsCaughtUp) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler, {.mode = ClockMode::kRealtime});
+  RunFor(clock, scheduler, kMs, 100 * kMs);
+  clock.Advance(65 * kMs);  // 165 ms: ticks 6, 7, 8 (due 120, 140, 160) are due.
+  EXPECT_EQ(scheduler.RunDue(), 3);
+  EXPECT_EQ(session->Now().tick, 8u);
+  // Tick 6 started 45 ms late and tick 7 25 ms late (more than 20 ms); tick 8 5 ms.
+  EXPECT_EQ(session->Describe(false).clock_stats.missed_deadlines, 2u);
+}
+
+TEST(SessionClock, FactorZeroRunsAsFastAsTheWorkersGo) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto session =
+      MakeSession(&scheduler, {.mode = ClockMode::kRealtime, .real_time_factor = 0.0});
+  EXPECT_EQ(scheduler.RunDue(/*max_runs=*/100), 100);  // No time passes at all.
+  EXPECT_EQ(session->Now().tick, 100u);
+}
+
+TEST(SessionClock, ClosingTakesTheSessionOffTheScheduler) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler, {.mode = ClockMode::kRealtime});
+  EXPECT_EQ(scheduler.size(), 1u);
+  session->Close();
+  EXPECT_EQ(scheduler.size(), 0u);
+  RunFor(clock, scheduler, kMs, 100 * kMs);
+  EXPECT_EQ(session->Now().tick, 0u);
+}
+
+TEST(SessionClock, BadFactorsAreRejectedNamingTheField) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler, {});
+  for (const double factor : {-1.0, 1000.5, std::nan("")}) {
+    const auto result = session->SetClock({.real_time_factor = factor});
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(result.status().message().find("real_time_factor"), absl::string_view::npos);
+  }
+  EXPECT_EQ(session->Describe(false).config.clock.real_time_factor, 1.0);
+}
+
+}  // namespace
+}  // namespace pitlane::session

@@ -1,0 +1,139 @@
+"""The REALTIME clock through the real server: pacing, pause and resume, the
+real-time factor, Step's rule, and subscribers that read at different speeds.
+
+Wall-clock waits here are the point of the test (the server's pacing is what is
+measured); the unit tests in server/session/scheduler_test.cc cover the same
+rules on a fake clock without sleeping.
+"""
+
+import threading
+import time
+
+import grpc
+import pytest
+
+import pitlane
+from conftest import assert_rpc_error, running_server
+
+
+def tick(client, sid):
+    return client.get_state(sid).time.tick
+
+
+def test_a_50hz_session_makes_250_ticks_in_5_seconds(client, new_session):
+    sid = new_session(clock_mode="realtime", tick_rate_hz=50.0)
+    client.spawn_vehicles(sid, [pitlane.vehicle_spec(y_m=4.0 * i, speed_mps=5.0)
+                                for i in range(10)])
+    t0, k0 = time.monotonic(), tick(client, sid)
+    time.sleep(5.0)
+    t1, k1 = time.monotonic(), tick(client, sid)
+    # Each GetState takes well under a tick; the issue allows +-3 ticks.
+    assert abs((k1 - k0) - 50.0 * (t1 - t0)) <= 3
+    stats = client.get_session(sid).clock_stats
+    assert stats.paced_ticks >= k1
+    assert stats.missed_deadlines <= stats.paced_ticks // 100  # < 1 %.
+
+
+def test_pause_stops_time_step_single_steps_and_resume_paces_again(client, new_session):
+    sid = new_session(clock_mode="realtime", tick_rate_hz=100.0)
+    assert_rpc_error(lambda: client.step(sid, 1), grpc.StatusCode.FAILED_PRECONDITION,
+                     "clock_mode", "REALTIME")
+    response = client.set_clock(sid, paused=True)
+    assert response.paused and response.clock_mode == pitlane.pb.CLOCK_MODE_REALTIME
+    k0 = tick(client, sid)
+    time.sleep(0.3)
+    assert tick(client, sid) == k0
+    assert client.step(sid, 3).time.tick == k0 + 3
+    client.set_clock(sid, paused=False)
+    time.sleep(0.3)
+    assert tick(client, sid) >= k0 + 3 + 20  # 30 at 100 Hz; generous for a busy machine.
+    config = client.get_session(sid).config
+    assert config.clock_mode == pitlane.pb.CLOCK_MODE_REALTIME and not config.paused
+
+
+def test_real_time_factor_scales_the_rate_and_zero_runs_flat_out(client, new_session):
+    sid = new_session(clock_mode="realtime", tick_rate_hz=50.0, real_time_factor=4.0)
+    t0, k0 = time.monotonic(), tick(client, sid)
+    time.sleep(1.0)
+    t1, k1 = time.monotonic(), tick(client, sid)
+    assert abs((k1 - k0) - 200.0 * (t1 - t0)) <= 6
+    client.set_clock(sid, real_time_factor=0.0)
+    time.sleep(0.5)
+    assert tick(client, sid) - k1 > 1000  # Far faster than real time (one car: ~µs a tick).
+
+
+def test_switching_to_lockstep_stops_the_clock(client, new_session):
+    sid = new_session(clock_mode="realtime", tick_rate_hz=100.0)
+    time.sleep(0.1)
+    client.set_clock(sid, clock_mode="lockstep")
+    k0 = tick(client, sid)
+    time.sleep(0.2)
+    assert tick(client, sid) == k0
+    assert client.step(sid, 1).time.tick == k0 + 1
+
+
+def test_bad_clock_changes_are_rejected(client, new_session):
+    sid = new_session()
+    assert_rpc_error(lambda: client.set_clock(sid, real_time_factor=-1.0),
+                     grpc.StatusCode.INVALID_ARGUMENT, "real_time_factor")
+    assert_rpc_error(lambda: client.set_clock(sid, real_time_factor=2000.0),
+                     grpc.StatusCode.INVALID_ARGUMENT, "real_time_factor")
+    assert_rpc_error(lambda: client.set_clock("s-404", paused=True),
+                     grpc.StatusCode.NOT_FOUND, "session_id")
+    assert_rpc_error(lambda: client.create_session(clock_mode="realtime", real_time_factor=-2.0),
+                     grpc.StatusCode.INVALID_ARGUMENT, "real_time_factor")
+    assert client.get_session(sid).config.clock_mode == pitlane.pb.CLOCK_MODE_LOCKSTEP
+
+
+@pytest.fixture(scope="module")
+def big_client():
+    """A client of a server of its own, whose sessions may hold 1,000 vehicles."""
+    with running_server("--max_vehicles_per_session=1000") as server, \
+            pitlane.Client(server.address, timeout_s=10.0) as c:
+        yield c
+
+
+def test_a_stalled_subscriber_neither_slows_the_clock_nor_starves_another(big_client):
+    """One subscriber stops reading for 3 s; the other still gets every frame, in
+    order, and the clock keeps its rate. The stalled one then sees what it missed.
+    1,000 cars make a frame of about 45 kB, so 3 s of frames (7 MB) overflow what gRPC's
+    flow-control windows buffer for the stalled reader."""
+    client = big_client
+    sid = client.create_session(clock_mode="realtime", tick_rate_hz=50.0).session_id
+    client.spawn_vehicles(sid, [pitlane.vehicle_spec(x_m=10.0 * (i % 50), y_m=4.0 * (i // 50),
+                                                     speed_mps=5.0)
+                                for i in range(1000)])
+    reader = client.stream_states(sid)
+    stalled = client.stream_states(sid)
+    first_stalled = next(stalled)  # Then never read again for a while.
+    ticks, skipped = [], []
+
+    def read():
+        for message in reader:
+            ticks.append(message.state.time.tick)
+            skipped.append(message.skipped_frames)
+            if len(ticks) >= 160:
+                return
+
+    thread = threading.Thread(target=read)
+    t0, k0 = time.monotonic(), tick(client, sid)
+    thread.start()
+    thread.join(timeout=10.0)
+    t1, k1 = time.monotonic(), tick(client, sid)
+    reader.cancel()
+    assert len(ticks) >= 160
+    assert ticks == list(range(ticks[0], ticks[0] + len(ticks)))  # Every frame, in order.
+    assert sum(skipped) == 0
+    assert abs((k1 - k0) - 50.0 * (t1 - t0)) <= 3
+    # The stalled stream: after what flow control had let through, it jumps to the latest
+    # frames, and says how many it skipped.
+    total_skipped, last = 0, first_stalled.state.time.tick
+    for message in stalled:
+        assert message.state.time.tick > last
+        last = message.state.time.tick
+        total_skipped += message.skipped_frames
+        if last >= k1:
+            break
+    assert total_skipped > 0
+    stalled.cancel()
+    client.delete_session(sid)
