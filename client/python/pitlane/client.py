@@ -37,6 +37,14 @@ _CLOCK_MODES = {
     "realtime": pb.CLOCK_MODE_REALTIME,
 }
 
+
+def _clock_mode(name: str) -> int:
+    """The ClockMode value of a mode name; ValueError for an unknown one."""
+    if name not in _CLOCK_MODES:
+        raise ValueError(f"clock_mode must be one of {sorted(_CLOCK_MODES)}, got {name!r}")
+    return _CLOCK_MODES[name]
+
+
 _COLLISION_POLICIES = {
     "report": pb.COLLISION_POLICY_REPORT,
     "stop": pb.COLLISION_POLICY_STOP,
@@ -267,16 +275,12 @@ class Client:
                 f"collision_policy must be one of {sorted(_COLLISION_POLICIES)}, "
                 f"got {collision_policy!r}"
             )
-        if clock_mode not in _CLOCK_MODES:
-            raise ValueError(
-                f"clock_mode must be one of {sorted(_CLOCK_MODES)}, got {clock_mode!r}"
-            )
         config = pb.SessionConfig(
             name=name,
             seed=seed,
             collision_policy=_COLLISION_POLICIES[collision_policy],
             obstacles=obstacles,
-            clock_mode=_CLOCK_MODES[clock_mode],
+            clock_mode=_clock_mode(clock_mode),
             paused=paused,
         )
         if real_time_factor is not None:
@@ -317,11 +321,7 @@ class Client:
         """
         request = pb.SetClockRequest(session_id=session_id)
         if clock_mode is not None:
-            if clock_mode not in _CLOCK_MODES:
-                raise ValueError(
-                    f"clock_mode must be one of {sorted(_CLOCK_MODES)}, got {clock_mode!r}"
-                )
-            request.clock_mode = _CLOCK_MODES[clock_mode]
+            request.clock_mode = _clock_mode(clock_mode)
         if real_time_factor is not None:
             request.real_time_factor = real_time_factor
         if paused is not None:
