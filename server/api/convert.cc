@@ -214,6 +214,8 @@ absl::StatusOr<session::ClockMode> ClockModeFromProto(int mode) {
       return session::ClockMode::kLockstep;
     case v1::CLOCK_MODE_REALTIME:
       return session::ClockMode::kRealtime;
+    case v1::CLOCK_MODE_BARRIER:
+      return session::ClockMode::kBarrier;
     default:
       return UnknownEnum("clock_mode", mode);
   }
@@ -225,6 +227,8 @@ v1::ClockMode ClockModeToProto(session::ClockMode mode) {
       return v1::CLOCK_MODE_LOCKSTEP;
     case session::ClockMode::kRealtime:
       return v1::CLOCK_MODE_REALTIME;
+    case session::ClockMode::kBarrier:
+      return v1::CLOCK_MODE_BARRIER;
   }
   return v1::CLOCK_MODE_UNSPECIFIED;
 }
@@ -240,6 +244,7 @@ absl::StatusOr<session::SessionRequest> SessionRequestFromProto(const v1::Sessio
   request.clock.mode = *mode;
   if (config.has_real_time_factor()) request.clock.real_time_factor = config.real_time_factor();
   request.clock.paused = config.paused();
+  if (config.has_barrier_timeout_s()) request.clock.barrier_timeout_s = config.barrier_timeout_s();
   switch (config.collision_policy()) {
     case v1::COLLISION_POLICY_UNSPECIFIED:
     case v1::COLLISION_POLICY_REPORT:
@@ -409,12 +414,14 @@ void SessionToProto(const session::SessionDescription& session, v1::SessionInfo*
   config->set_clock_mode(ClockModeToProto(session.config.clock.mode));
   config->set_real_time_factor(session.config.clock.real_time_factor);
   config->set_paused(session.config.clock.paused);
+  config->set_barrier_timeout_s(session.config.clock.barrier_timeout_s);
   v1::ClockStats* stats = out->mutable_clock_stats();
   stats->set_paced_ticks(session.clock_stats.paced_ticks);
   stats->set_missed_deadlines(session.clock_stats.missed_deadlines);
   stats->set_lateness_p50_ms(session.clock_stats.lateness_p50_ms);
   stats->set_lateness_p99_ms(session.clock_stats.lateness_p99_ms);
   stats->set_lateness_max_ms(session.clock_stats.lateness_max_ms);
+  stats->set_barrier_timeouts(session.clock_stats.barrier_timeouts);
   switch (session.config.world.collision_policy) {
     case sim::CollisionPolicy::kReport:
       config->set_collision_policy(v1::COLLISION_POLICY_REPORT);
@@ -556,49 +563,51 @@ void EventsToProto(const session::FrameEvents& events,
   }
 }
 
+void VehicleStateToProto(const sim::VehicleSnapshot& vehicle, v1::VehicleState* state) {
+  state->set_vehicle_id(vehicle.id);
+  state->set_x_m(vehicle.pose.x_m);
+  state->set_y_m(vehicle.pose.y_m);
+  state->set_yaw_rad(vehicle.pose.yaw_rad);
+  state->set_speed_mps(vehicle.speed_mps);
+  const sim::VehicleReadout& readout = vehicle.readout;
+  state->set_steering_angle_rad(readout.steering_angle_rad);
+  state->set_acceleration_mps2(readout.acceleration_mps2);
+  state->set_crashed(vehicle.crashed);
+  state->set_yaw_rate_radps(readout.yaw_rate_radps);
+  state->set_lateral_speed_mps(readout.lateral_speed_mps);
+  state->set_kinetic_energy_j(readout.kinetic_energy_j);
+  state->set_dissipated_energy_j(readout.dissipated_energy_j);
+  if (vehicle.kind == sim::ModelKind::kFourWheel) {
+    state->mutable_wheel_loads_n()->Add(readout.wheel_loads_n.begin(),
+                                        readout.wheel_loads_n.end());
+  }
+  if (vehicle.range_scan.has_value()) {
+    v1::RangeScan* scan = state->mutable_range_scan();
+    scan->set_angle_min_rad(vehicle.range_scan->angle_min_rad);
+    scan->set_angle_increment_rad(vehicle.range_scan->angle_increment_rad);
+    scan->mutable_ranges_m()->Add(vehicle.range_scan->ranges_m.begin(),
+                                  vehicle.range_scan->ranges_m.end());
+  }
+  if (vehicle.nearest_objects.has_value()) {
+    for (const sim::NearbyObject& object : *vehicle.nearest_objects) {
+      v1::NearbyObject* out_object = state->add_nearest_objects();
+      out_object->set_kind(ObjectKindToProto(object.kind));
+      out_object->set_id(object.id);
+      out_object->set_x_m(object.x_m);
+      out_object->set_y_m(object.y_m);
+      out_object->set_distance_m(object.distance_m);
+      out_object->set_relative_yaw_rad(object.relative_yaw_rad);
+      out_object->set_speed_mps(object.speed_mps);
+    }
+  }
+}
+
 void FrameToProto(const session::Frame& frame, v1::WorldState* out) {
   SimTimeToProto(frame.time, out->mutable_time());
   auto* vehicles = out->mutable_vehicles();
   vehicles->Reserve(static_cast<int>(frame.vehicles.size()));
   for (const sim::VehicleSnapshot& vehicle : frame.vehicles) {
-    v1::VehicleState* state = vehicles->Add();
-    state->set_vehicle_id(vehicle.id);
-    state->set_x_m(vehicle.pose.x_m);
-    state->set_y_m(vehicle.pose.y_m);
-    state->set_yaw_rad(vehicle.pose.yaw_rad);
-    state->set_speed_mps(vehicle.speed_mps);
-    const sim::VehicleReadout& readout = vehicle.readout;
-    state->set_steering_angle_rad(readout.steering_angle_rad);
-    state->set_acceleration_mps2(readout.acceleration_mps2);
-    state->set_crashed(vehicle.crashed);
-    state->set_yaw_rate_radps(readout.yaw_rate_radps);
-    state->set_lateral_speed_mps(readout.lateral_speed_mps);
-    state->set_kinetic_energy_j(readout.kinetic_energy_j);
-    state->set_dissipated_energy_j(readout.dissipated_energy_j);
-    if (vehicle.kind == sim::ModelKind::kFourWheel) {
-      state->mutable_wheel_loads_n()->Add(readout.wheel_loads_n.begin(),
-                                          readout.wheel_loads_n.end());
-    }
-
-    if (vehicle.range_scan.has_value()) {
-      v1::RangeScan* scan = state->mutable_range_scan();
-      scan->set_angle_min_rad(vehicle.range_scan->angle_min_rad);
-      scan->set_angle_increment_rad(vehicle.range_scan->angle_increment_rad);
-      scan->mutable_ranges_m()->Add(vehicle.range_scan->ranges_m.begin(),
-                                    vehicle.range_scan->ranges_m.end());
-    }
-    if (vehicle.nearest_objects.has_value()) {
-      for (const sim::NearbyObject& object : *vehicle.nearest_objects) {
-        v1::NearbyObject* out_object = state->add_nearest_objects();
-        out_object->set_kind(ObjectKindToProto(object.kind));
-        out_object->set_id(object.id);
-        out_object->set_x_m(object.x_m);
-        out_object->set_y_m(object.y_m);
-        out_object->set_distance_m(object.distance_m);
-        out_object->set_relative_yaw_rad(object.relative_yaw_rad);
-        out_object->set_speed_mps(object.speed_mps);
-      }
-    }
+    VehicleStateToProto(vehicle, vehicles->Add());
   }
   for (const sim::Contact& contact : frame.contacts) ContactToProto(contact, out->add_contacts());
 }

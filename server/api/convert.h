@@ -31,6 +31,7 @@ void VehicleSpecToProto(const sim::VehicleSpec& spec, v1::VehicleSpec* out);
 void ObstacleSpecToProto(const sim::ObstacleSpec& spec, v1::ObstacleSpec* out);
 void ContactToProto(const sim::Contact& contact, v1::Contact* out);
 void FrameToProto(const session::Frame& frame, v1::WorldState* out);
+void VehicleStateToProto(const sim::VehicleSnapshot& vehicle, v1::VehicleState* out);
 void EventsToProto(const session::FrameEvents& events,
                    google::protobuf::RepeatedPtrField<v1::ContactEvent>* out);
 

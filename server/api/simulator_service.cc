@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/api/convert.h"
@@ -156,6 +157,228 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<v1::StreamState
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<std::uint64_t> subscription_ ABSL_GUARDED_BY(mu_);
+};
+
+// One Drive call: a controller for one vehicle. Reads: the attach message, then controls,
+// each handed to the session (which applies it between ticks). Writes: an observation per
+// frame the session publishes, one write in flight and the newest waiting (latest wins, as in
+// StateStreamReactor); the vehicle's contact transitions of skipped frames are kept.
+//
+// Locking: the session calls OnFrame with its lock held, so this object never calls into the
+// session while holding its own lock.
+class DriveReactor final : public grpc::ServerBidiReactor<v1::DriveRequest, v1::DriveResponse>,
+                           public session::FrameSink {
+ public:
+  static grpc::ServerBidiReactor<v1::DriveRequest, v1::DriveResponse>* Start(
+      session::SessionManager& sessions) {
+    auto reactor = std::shared_ptr<DriveReactor>(new DriveReactor(sessions));
+    reactor->self_ = reactor;
+    reactor->StartRead(&reactor->request_);
+    return reactor.get();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // The controller half-closed (it is done) or the stream broke.
+      FinishSoon(grpc::Status::OK);
+      return;
+    }
+    bool attached;
+    {
+      absl::MutexLock lock(&mu_);
+      attached = handle_.has_value();
+    }
+    const absl::Status status = attached ? Control() : Attach();
+    if (!status.ok()) {
+      FinishSoon(ToGrpcStatus(status));
+      return;
+    }
+    StartRead(&request_);
+  }
+
+  void OnFrame(std::shared_ptr<const session::Frame> frame, session::FrameEvents events) override {
+    absl::MutexLock lock(&mu_);
+    if (finishing_ || finish_after_write_.has_value()) return;
+    // Only this vehicle's events; kOngoing ones of a replaced frame give way to the new one's.
+    const auto mine = [this](const sim::ContactEvent& event) {
+      return event.contact.pair.vehicle == vehicle_ ||
+             (event.contact.pair.other_kind == sim::ObjectKind::kVehicle &&
+              event.contact.pair.other_id == vehicle_);
+    };
+    if (pending_ != nullptr) {
+      ++skipped_;
+      std::erase_if(pending_events_, [](const sim::ContactEvent& event) {
+        return event.phase == sim::ContactPhase::kOngoing;
+      });
+    }
+    for (const sim::ContactEvent& event : events.events) {
+      if (mine(event)) pending_events_.push_back(event);
+    }
+    pending_ = std::move(frame);
+    if (!write_in_flight_) WriteLocked();
+  }
+
+  void OnSessionClosed() override { FinishSoon(grpc::Status::OK); }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    write_in_flight_ = false;
+    if (finishing_) return;
+    if (!ok) {
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the stream broke"));
+    } else if (finish_after_write_.has_value()) {
+      FinishLocked(*finish_after_write_);
+    } else if (pending_ != nullptr) {
+      WriteLocked();
+    }
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    std::shared_ptr<session::Session> session;
+    std::optional<std::uint64_t> handle;
+    {
+      absl::MutexLock lock(&mu_);
+      session = session_;
+      handle = handle_;
+    }
+    if (session != nullptr && handle.has_value()) session->DetachController(*handle);
+    self_.reset();  // May destroy this object: nothing may follow.
+  }
+
+ private:
+  explicit DriveReactor(session::SessionManager& sessions) : sessions_(sessions) {}
+
+  // The first message. On success the session is set and observations flow.
+  absl::Status Attach() {
+    if (request_.message_case() != v1::DriveRequest::kAttach) {
+      return absl::InvalidArgumentError("attach: the first message must be attach");
+    }
+    const v1::DriveAttach& attach = request_.attach();
+    absl::StatusOr<std::shared_ptr<session::Session>> session =
+        sessions_.Find(attach.session_id());
+    if (!session.ok()) return PrefixField("attach", session.status());
+    session::DisconnectAction action = session::DisconnectAction::kBrakeToStop;
+    switch (attach.on_disconnect()) {
+      case v1::DISCONNECT_ACTION_UNSPECIFIED:
+      case v1::DISCONNECT_ACTION_BRAKE_TO_STOP:
+        break;
+      case v1::DISCONNECT_ACTION_HOLD_CONTROLS:
+        action = session::DisconnectAction::kHoldControls;
+        break;
+      default:
+        return absl::InvalidArgumentError(absl::StrCat(
+            "attach.on_disconnect: unknown value ", attach.on_disconnect()));
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      vehicle_ = attach.vehicle_id();
+      session_ = *session;
+    }
+    // The session delivers the first observation from inside this call.
+    absl::StatusOr<std::uint64_t> handle =
+        (*session)->AttachController(attach.vehicle_id(), action, self_);
+    if (!handle.ok()) return PrefixField("attach", handle.status());
+    absl::MutexLock lock(&mu_);
+    handle_ = *handle;
+    return absl::OkStatus();
+  }
+
+  absl::Status Control() {
+    if (request_.message_case() != v1::DriveRequest::kControl) {
+      return absl::InvalidArgumentError("control: expected a control after attach");
+    }
+    const v1::DriveControl& control = request_.control();
+    std::shared_ptr<session::Session> session;
+    std::uint64_t handle = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      session = session_;
+      handle = *handle_;
+    }
+    absl::StatusOr<session::ControlReceipt> receipt =
+        session->ApplyControl(handle, control.tick(), VehicleInputFromProto(control.control()));
+    if (!receipt.ok()) {
+      // "tick: ..." belongs to DriveControl; the model's field errors to its VehicleControl.
+      const bool tick_error = absl::StartsWith(receipt.status().message(), "tick:");
+      return PrefixField(tick_error ? "control" : "control.control", receipt.status());
+    }
+    absl::MutexLock lock(&mu_);
+    if (*receipt == session::ControlReceipt::kLate) ++late_;
+    if (*receipt == session::ControlReceipt::kStale) ++stale_;
+    return absl::OkStatus();
+  }
+
+  void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const std::shared_ptr<const session::Frame> frame = std::exchange(pending_, nullptr);
+    const auto it = std::lower_bound(
+        frame->vehicles.begin(), frame->vehicles.end(), vehicle_,
+        [](const sim::VehicleSnapshot& v, sim::VehicleId id) { return v.id < id; });
+    if (it == frame->vehicles.end() || it->id != vehicle_) {
+      FinishLocked(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                absl::StrCat("vehicle_id: vehicle ", vehicle_, " was removed")));
+      return;
+    }
+    response_.Clear();
+    SimTimeToProto(frame->time, response_.mutable_time());
+    VehicleStateToProto(*it, response_.mutable_vehicle());
+    // Ongoing contacts of this vehicle at this tick.
+    for (const sim::Contact& contact : frame->contacts) {
+      const bool mine = contact.pair.vehicle == vehicle_ ||
+                        (contact.pair.other_kind == sim::ObjectKind::kVehicle &&
+                         contact.pair.other_id == vehicle_);
+      if (mine && contact.began_tick < frame->time.tick) {
+        pending_events_.push_back({.tick = frame->time.tick,
+                                   .phase = sim::ContactPhase::kOngoing,
+                                   .contact = contact});
+      }
+    }
+    session::FrameEvents events{.events = std::exchange(pending_events_, {})};
+    EventsToProto(events, response_.mutable_events());
+    response_.set_skipped_observations(std::exchange(skipped_, 0));
+    response_.set_late_controls(late_);
+    response_.set_stale_controls(stale_);
+    write_in_flight_ = true;
+    StartWrite(&response_);
+  }
+
+  // Finishes now, or after the write in flight (the first status asked for wins).
+  void FinishSoon(grpc::Status status) {
+    absl::MutexLock lock(&mu_);
+    if (write_in_flight_) {
+      if (!finish_after_write_.has_value()) finish_after_write_ = std::move(status);
+    } else {
+      FinishLocked(std::move(status));
+    }
+  }
+
+  void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finishing_) return;
+    finishing_ = true;
+    pending_.reset();
+    Finish(std::move(status));
+  }
+
+  session::SessionManager& sessions_;
+  std::shared_ptr<DriveReactor> self_;
+  v1::DriveRequest request_;  // The read in flight (reads are sequential).
+
+  absl::Mutex mu_;
+  std::shared_ptr<session::Session> session_ ABSL_GUARDED_BY(mu_);
+  sim::VehicleId vehicle_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<std::uint64_t> handle_ ABSL_GUARDED_BY(mu_);
+  v1::DriveResponse response_ ABSL_GUARDED_BY(mu_);  // The write in flight.
+  std::shared_ptr<const session::Frame> pending_ ABSL_GUARDED_BY(mu_);
+  std::vector<sim::ContactEvent> pending_events_ ABSL_GUARDED_BY(mu_);
+  std::uint64_t skipped_ ABSL_GUARDED_BY(mu_) = 0;
+  std::uint64_t late_ ABSL_GUARDED_BY(mu_) = 0;
+  std::uint64_t stale_ ABSL_GUARDED_BY(mu_) = 0;
+  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> finish_after_write_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -322,11 +545,13 @@ grpc::ServerUnaryReactor* SimulatorService::SetClock(grpc::CallbackServerContext
     }
     if (request->has_real_time_factor()) update.real_time_factor = request->real_time_factor();
     if (request->has_paused()) update.paused = request->paused();
+    if (request->has_barrier_timeout_s()) update.barrier_timeout_s = request->barrier_timeout_s();
     ASSIGN_OR_RETURN(const session::ClockSettings clock, session->SetClock(update));
     SimTimeToProto(session->Now(), response->mutable_time());
     response->set_clock_mode(ClockModeToProto(clock.mode));
     response->set_real_time_factor(clock.real_time_factor);
     response->set_paused(clock.paused);
+    response->set_barrier_timeout_s(clock.barrier_timeout_s);
     return absl::OkStatus();
   }());
 }
@@ -357,6 +582,11 @@ grpc::ServerWriteReactor<v1::StreamStatesResponse>* SimulatorService::StreamStat
   const std::uint32_t every_n_ticks =
       request->has_every_n_ticks() ? request->every_n_ticks() : 1;
   return StateStreamReactor::Start(*std::move(session), every_n_ticks);
+}
+
+grpc::ServerBidiReactor<v1::DriveRequest, v1::DriveResponse>* SimulatorService::Drive(
+    grpc::CallbackServerContext* /*context*/) {
+  return DriveReactor::Start(sessions_);
 }
 
 }  // namespace pitlane::api

@@ -62,6 +62,8 @@ class SimulatorService final : public ::pitlane::v1::Simulator::CallbackService 
                                      v1::GetStateResponse* response) override;
   grpc::ServerWriteReactor<v1::StreamStatesResponse>* StreamStates(
       grpc::CallbackServerContext* context, const v1::StreamStatesRequest* request) override;
+  grpc::ServerBidiReactor<v1::DriveRequest, v1::DriveResponse>* Drive(
+      grpc::CallbackServerContext* context) override;
 
  private:
   session::SessionManager& sessions_;

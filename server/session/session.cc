@@ -10,7 +10,10 @@
 namespace pitlane::session {
 
 absl::Status CheckClockSettings(const ClockSettings& settings) {
-  return CheckInRange("real_time_factor", settings.real_time_factor, 0.0, kMaxRealTimeFactor);
+  RETURN_IF_ERROR(
+      CheckInRange("real_time_factor", settings.real_time_factor, 0.0, kMaxRealTimeFactor));
+  return CheckInRange("barrier_timeout_s", settings.barrier_timeout_s, kMinBarrierTimeout_s,
+                      kMaxBarrierTimeout_s);
 }
 
 Session::Session(std::string id, SessionConfig config, sim::World world,
@@ -43,6 +46,9 @@ absl::StatusOr<ClockSettings> Session::SetClock(const ClockUpdate& update) {
     if (update.mode.has_value()) settings.mode = *update.mode;
     if (update.real_time_factor.has_value()) settings.real_time_factor = *update.real_time_factor;
     if (update.paused.has_value()) settings.paused = *update.paused;
+    if (update.barrier_timeout_s.has_value()) {
+      settings.barrier_timeout_s = *update.barrier_timeout_s;
+    }
     RETURN_IF_ERROR(CheckClockSettings(settings));
     if (settings.mode != ClockMode::kLockstep && scheduler_ == nullptr) {
       return absl::FailedPreconditionError(
@@ -52,7 +58,9 @@ absl::StatusOr<ClockSettings> Session::SetClock(const ClockUpdate& update) {
     if (PacedLocked()) {
       const std::int64_t now_ns = scheduler_->clock().NowNanos();
       AnchorLocked(now_ns);
-      next_run = now_ns + static_cast<std::int64_t>(period_ns_);
+      next_run = clock_.mode == ClockMode::kBarrier
+                     ? barrier_deadline_ns_
+                     : now_ns + static_cast<std::int64_t>(period_ns_);
     }
   }
   // Outside the lock: a worker may be running this session and wait for it.
@@ -67,12 +75,14 @@ absl::StatusOr<ClockSettings> Session::SetClock(const ClockUpdate& update) {
 }
 
 bool Session::PacedLocked() const {
-  return !closed_ && clock_.mode == ClockMode::kRealtime && !clock_.paused;
+  return !closed_ && clock_.mode != ClockMode::kLockstep && !clock_.paused;
 }
 
 void Session::AnchorLocked(std::int64_t now_ns) {
   anchor_tick_ = world_.tick();
   anchor_ns_ = now_ns;
+  barrier_deadline_ns_ =
+      now_ns + static_cast<std::int64_t>(clock_.barrier_timeout_s * 1e9);
   period_ns_ = clock_.real_time_factor > 0.0
                    ? world_.params().dt_s / clock_.real_time_factor * 1e9
                    : 0.0;
@@ -86,6 +96,31 @@ std::int64_t Session::DeadlineLocked(std::uint64_t tick) const {
 std::optional<std::int64_t> Session::RunScheduled(std::int64_t now_ns) {
   absl::MutexLock lock(&mu_);
   if (!PacedLocked()) return std::nullopt;
+  return clock_.mode == ClockMode::kBarrier ? RunBarrierLocked(now_ns) : RunRealtimeLocked(now_ns);
+}
+
+bool Session::AllAnsweredLocked() const {
+  const std::uint64_t tick = world_.tick();
+  return std::all_of(controllers_.begin(), controllers_.end(), [&](const Controller& c) {
+    // A controller whose vehicle was removed is about to leave; nobody waits for it.
+    return (c.answered_tick.has_value() && *c.answered_tick >= tick) ||
+           !world_.Contains(c.vehicle);
+  });
+}
+
+std::optional<std::int64_t> Session::RunBarrierLocked(std::int64_t now_ns) {
+  if (controllers_.empty()) return std::nullopt;  // Waits for a controller to attach.
+  if (!AllAnsweredLocked()) {
+    if (now_ns < barrier_deadline_ns_) return barrier_deadline_ns_;
+    ++barrier_timeouts_;
+  }
+  ++paced_ticks_;
+  TickLocked(nullptr);
+  barrier_deadline_ns_ = now_ns + static_cast<std::int64_t>(clock_.barrier_timeout_s * 1e9);
+  return barrier_deadline_ns_;
+}
+
+std::optional<std::int64_t> Session::RunRealtimeLocked(std::int64_t now_ns) {
   if (period_ns_ == 0.0) {  // As fast as possible: one tick per turn.
     TickLocked(nullptr);
     ++paced_ticks_;
@@ -114,6 +149,7 @@ std::optional<std::int64_t> Session::RunScheduled(std::int64_t now_ns) {
 }
 
 std::shared_ptr<const Frame> Session::TickLocked(FrameEvents* events) {
+  if (!braking_.empty()) BrakeLocked();
   transitions_.clear();
   world_.Step(&transitions_);
   if (events != nullptr) AppendEvents(transitions_, *events);
@@ -146,9 +182,126 @@ absl::Status Session::RemoveObstacle(sim::ObstacleId id) {
   return world_.RemoveObstacle(id);
 }
 
+void Session::BrakeLocked() {
+  const double dt_s = world_.params().dt_s;
+  std::erase_if(braking_, [&](sim::VehicleId id) {
+    const std::optional<sim::World::Motion> motion = world_.MotionOf(id);
+    if (!motion.has_value()) return true;
+    const bool stopped = motion->speed_mps == 0.0;
+    // A crashed vehicle accepts and ignores controls, so this cannot fail.
+    (void)world_.SetInputs({sim::BrakeToStopInput(motion->kind, id, motion->speed_mps, dt_s)});
+    return stopped;  // Its last input (zero acceleration, or the brake) holds it still.
+  });
+}
+
+Session::Controller* Session::FindControllerLocked(std::uint64_t handle) {
+  for (Controller& controller : controllers_) {
+    if (controller.handle == handle) return &controller;
+  }
+  return nullptr;
+}
+
+void Session::ScheduleAt(std::int64_t when_ns) {
+  if (scheduler_ != nullptr) scheduler_->Schedule(shared_from_this(), when_ns);
+}
+
+absl::StatusOr<std::uint64_t> Session::AttachController(sim::VehicleId vehicle,
+                                                        DisconnectAction on_disconnect,
+                                                        std::shared_ptr<FrameSink> sink) {
+  std::optional<std::int64_t> wake;
+  std::uint64_t handle = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckOpenLocked());
+    if (!world_.Contains(vehicle)) {
+      return absl::NotFoundError(
+          absl::StrCat("vehicle_id: no vehicle ", vehicle, " in session ", id_));
+    }
+    for (const Controller& controller : controllers_) {
+      if (controller.vehicle == vehicle) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "vehicle_id: vehicle ", vehicle, " already has a controller (one per vehicle)"));
+      }
+    }
+    std::erase(braking_, vehicle);  // A new controller takes over from the brakes.
+    handle = SubscribeLocked(1, std::move(sink));
+    controllers_.push_back({.handle = handle, .vehicle = vehicle, .on_disconnect = on_disconnect});
+    if (PacedLocked() && clock_.mode == ClockMode::kBarrier && controllers_.size() == 1) {
+      // The first controller: the barrier starts counting from its first observation.
+      barrier_deadline_ns_ = scheduler_->clock().NowNanos() +
+                             static_cast<std::int64_t>(clock_.barrier_timeout_s * 1e9);
+      wake = barrier_deadline_ns_;
+    }
+  }
+  if (wake.has_value()) ScheduleAt(*wake);
+  return handle;
+}
+
+absl::StatusOr<ControlReceipt> Session::ApplyControl(std::uint64_t handle, std::uint64_t tick,
+                                                     sim::VehicleInput input) {
+  ControlReceipt receipt = ControlReceipt::kOnTime;
+  bool wake = false;
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckOpenLocked());
+    Controller* controller = FindControllerLocked(handle);
+    if (controller == nullptr) return absl::NotFoundError("the controller was detached");
+    const std::uint64_t now_tick = world_.tick();
+    if (tick > now_tick) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tick: answers tick ", tick, ", which has not happened yet (the session is at tick ",
+          now_tick, ")"));
+    }
+    if (controller->answered_tick.has_value() && tick < *controller->answered_tick) {
+      return ControlReceipt::kStale;
+    }
+    input.id = controller->vehicle;
+    const std::optional<sim::World::Motion> motion = world_.MotionOf(input.id);
+    if (!motion.has_value()) {
+      return absl::NotFoundError(absl::StrCat("vehicle_id: vehicle ", input.id, " was removed"));
+    }
+    RETURN_IF_ERROR(sim::CheckControls(motion->kind, input));  // Names the field, no index.
+    RETURN_IF_ERROR(world_.SetInputs({input}));
+    receipt = tick == now_tick ? ControlReceipt::kOnTime : ControlReceipt::kLate;
+    controller->answered_tick = tick;
+    wake = PacedLocked() && clock_.mode == ClockMode::kBarrier && AllAnsweredLocked();
+  }
+  if (wake) ScheduleAt(scheduler_->clock().NowNanos());
+  return receipt;
+}
+
+void Session::DetachController(std::uint64_t handle) {
+  bool wake = false;
+  {
+    absl::MutexLock lock(&mu_);
+    const auto it = std::find_if(controllers_.begin(), controllers_.end(),
+                                 [handle](const Controller& c) { return c.handle == handle; });
+    if (it == controllers_.end()) return;
+    if (it->on_disconnect == DisconnectAction::kBrakeToStop && world_.Contains(it->vehicle)) {
+      braking_.push_back(it->vehicle);
+    }
+    controllers_.erase(it);
+    std::erase_if(subscribers_, [handle](const Subscriber& s) { return s.handle == handle; });
+    wake = PacedLocked() && clock_.mode == ClockMode::kBarrier && !controllers_.empty() &&
+           AllAnsweredLocked();
+  }
+  if (wake) ScheduleAt(scheduler_->clock().NowNanos());
+}
+
 absl::StatusOr<SimTime> Session::SetControls(absl::Span<const sim::VehicleInput> inputs) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckOpenLocked());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    for (const Controller& controller : controllers_) {
+      if (controller.vehicle == inputs[i].id) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "[", i, "].vehicle_id: vehicle ", inputs[i].id,
+            " is driven by a Drive stream; only its controller sets its controls"));
+      }
+    }
+  }
+  // A client's controls take over from the brakes of a controller that left.
+  for (const sim::VehicleInput& input : inputs) std::erase(braking_, input.id);
   RETURN_IF_ERROR(world_.SetInputs(inputs));
   return NowLocked();
 }
@@ -190,7 +343,8 @@ SessionDescription Session::Describe(bool with_vehicles) const {
       .config = config_,
       .clock_stats = {.paced_ticks = paced_ticks_,
                       .missed_deadlines = missed_deadlines_,
-                      .lateness_max_ms = static_cast<double>(lateness_max_ns_) * 1e-6},
+                      .lateness_max_ms = static_cast<double>(lateness_max_ns_) * 1e-6,
+                      .barrier_timeouts = barrier_timeouts_},
       .time = NowLocked(),
       .vehicle_count = world_.vehicle_count(),
       .obstacle_count = world_.obstacles().size(),
@@ -236,6 +390,11 @@ absl::StatusOr<std::uint64_t> Session::Subscribe(std::uint32_t every_n_ticks,
   }
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckOpenLocked());
+  return SubscribeLocked(every_n_ticks, std::move(sink));
+}
+
+std::uint64_t Session::SubscribeLocked(std::uint32_t every_n_ticks,
+                                       std::shared_ptr<FrameSink> sink) {
   const std::uint64_t handle = next_subscription_++;
   // The first frame: contacts that began at its tick count as begun, the rest as ongoing.
   FrameEvents events;

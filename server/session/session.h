@@ -29,6 +29,10 @@ namespace pitlane::session {
 enum class ClockMode {
   kLockstep,  // Only Step() advances time.
   kRealtime,  // The server paces ticks at tick_rate_hz x real_time_factor.
+  // Each tick waits until every attached controller has answered the previous observation,
+  // or barrier_timeout_s has passed since it was published; then it runs with the last
+  // controls received (the TORCS/SCR championship rule). No controller: no ticks.
+  kBarrier,
 };
 
 inline constexpr double kMaxRealTimeFactor = 1000.0;
@@ -39,15 +43,35 @@ struct ClockSettings {
   // REALTIME: simulated seconds per wall-clock second, in [0, kMaxRealTimeFactor]; 0 = as
   // fast as the workers can step it.
   double real_time_factor = 1.0;
-  // REALTIME: no ticks while paused (Step works then, to single-step).
+  // REALTIME and BARRIER: no ticks while paused (Step works then, to single-step).
   bool paused = false;
+  // BARRIER: the longest a tick waits for the controllers, seconds, in
+  // [kMinBarrierTimeout_s, kMaxBarrierTimeout_s].
+  double barrier_timeout_s = 0.5;
 };
+
+inline constexpr double kMinBarrierTimeout_s = 0.001;
+inline constexpr double kMaxBarrierTimeout_s = 60.0;
 
 // A change to a session's clock: unset fields stay as they are.
 struct ClockUpdate {
   std::optional<ClockMode> mode;
   std::optional<double> real_time_factor;
   std::optional<bool> paused;
+  std::optional<double> barrier_timeout_s;
+};
+
+// What a controller's vehicle does when its controller detaches.
+enum class DisconnectAction {
+  kBrakeToStop,   // Brakes to a stop (then holds still), steering straight.
+  kHoldControls,  // Keeps the last controls it received.
+};
+
+// How a control from a controller was taken.
+enum class ControlReceipt {
+  kOnTime,  // Answers the latest observation: applies from the next tick.
+  kLate,    // Answers an older observation, but is the newest received: applied.
+  kStale,   // Older than a control already received from this controller: dropped.
 };
 
 // How well a paced session kept time, since creation.
@@ -59,6 +83,8 @@ struct ClockStats {
   double lateness_p50_ms = 0.0;        // Start of a paced tick minus its deadline.
   double lateness_p99_ms = 0.0;
   double lateness_max_ms = 0.0;
+  // BARRIER: ticks that ran because the timeout passed before every controller answered.
+  std::uint64_t barrier_timeouts = 0;
 };
 
 // A session as a client configures it (after the api layer filled in defaults).
@@ -196,6 +222,22 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
                                           std::shared_ptr<FrameSink> sink);
   // Removes a subscriber; unknown handles are ignored (the session may have closed).
   void Unsubscribe(std::uint64_t subscription);
+
+  // Attaches a controller (a Drive stream) to `vehicle`: `sink` receives the current frame at
+  // once and then the frame after every tick, and only this controller may set the vehicle's
+  // controls from now on (SetControls for it is FailedPrecondition). Returns the handle.
+  // NotFound ("vehicle_id") for a vehicle not alive; AlreadyExists ("vehicle_id") if it
+  // has a controller.
+  absl::StatusOr<std::uint64_t> AttachController(sim::VehicleId vehicle,
+                                                 DisconnectAction on_disconnect,
+                                                 std::shared_ptr<FrameSink> sink);
+  // A control from controller `handle` that answers the observation of `tick`. The
+  // vehicle's model checks it (InvalidArgument naming the field). InvalidArgument ("tick")
+  // for a tick not yet observed; NotFound if the controller or its vehicle is gone.
+  absl::StatusOr<ControlReceipt> ApplyControl(std::uint64_t handle, std::uint64_t tick,
+                                              sim::VehicleInput input);
+  // Detaches a controller, applying its disconnect action. Unknown handles are ignored.
+  void DetachController(std::uint64_t handle);
   std::size_t subscriber_count() const;
 
   // Closes the session: tells every subscriber, drops them, and fails later calls with
@@ -203,6 +245,14 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   SimTime Close();
 
  private:
+  struct Controller {
+    std::uint64_t handle;  // Also its subscription's handle.
+    sim::VehicleId vehicle;
+    DisconnectAction on_disconnect;
+    // The tick of the observation the newest control answered; nullopt before the first.
+    std::optional<std::uint64_t> answered_tick;
+  };
+
   struct Subscriber {
     std::uint64_t handle;
     std::uint32_t every_n_ticks;
@@ -218,6 +268,20 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // Restarts pacing at `now_ns` from the current tick.
   void AnchorLocked(std::int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::int64_t DeadlineLocked(std::uint64_t tick) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<std::int64_t> RunRealtimeLocked(std::int64_t now_ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<std::int64_t> RunBarrierLocked(std::int64_t now_ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // BARRIER: whether every controller answered the observation of the current tick.
+  bool AllAnsweredLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets the controls that brake the vehicles in braking_ to a stop for the coming tick;
+  // forgets those that are gone or stopped.
+  void BrakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Controller* FindControllerLocked(std::uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::uint64_t SubscribeLocked(std::uint32_t every_n_ticks, std::shared_ptr<FrameSink> sink)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Schedules the session to run at `when_ns` (outside the lock).
+  void ScheduleAt(std::int64_t when_ns);
   std::shared_ptr<const Frame> MakeFrameLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckOpenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands the frame of the tick just stepped, and its contact transitions, to the
@@ -244,6 +308,12 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   std::vector<std::uint32_t> lateness_histogram_ ABSL_GUARDED_BY(mu_);
   std::int64_t lateness_max_ns_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<sim::ContactEvent> transitions_ ABSL_GUARDED_BY(mu_);  // Scratch of a tick.
+  std::vector<Controller> controllers_ ABSL_GUARDED_BY(mu_);
+  // BARRIER: the current tick runs at the latest at this time (its observation's timeout).
+  std::int64_t barrier_deadline_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  std::uint64_t barrier_timeouts_ ABSL_GUARDED_BY(mu_) = 0;
+  // Vehicles whose controller left with kBrakeToStop, braking until they stand still.
+  std::vector<sim::VehicleId> braking_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Subscriber> subscribers_ ABSL_GUARDED_BY(mu_);
   std::uint64_t next_subscription_ ABSL_GUARDED_BY(mu_) = 1;

@@ -275,6 +275,22 @@ BodyParams BodyOf(const VehicleSpec& resolved) {
 
 const char* ModelName(ModelKind kind) { return TraitsOf(kind).name; }
 
+VehicleInput BrakeToStopInput(ModelKind kind, VehicleId id, double speed_mps, double dt_s) {
+  switch (kind) {
+    case ModelKind::kKinematicBicycle:
+    case ModelKind::kSingleTrack:
+    case ModelKind::kFourWheel:
+      return {.id = id, .acceleration_mps2 = -speed_mps / dt_s};
+    case ModelKind::kPhysicsBody:
+      return {.id = id, .target_speed_mps = 0.0};
+    case ModelKind::kFrontWheelDrive:
+    case ModelKind::kAllWheelDrive:
+    case ModelKind::kForceBased:
+      return {.id = id, .brake = 1.0};
+  }
+  return {.id = id};
+}
+
 absl::Status CheckControls(ModelKind kind, const VehicleInput& input) {
   RETURN_IF_ERROR(CheckFinite("acceleration_mps2", input.acceleration_mps2));
   RETURN_IF_ERROR(CheckFinite("steering_angle_rad", input.steering_angle_rad));

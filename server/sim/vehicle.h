@@ -158,6 +158,12 @@ struct VehicleInput {
   double yaw_rate_radps = 0.0;      // Heading change per second (physics_body), rad/s.
 };
 
+// The controls that bring a vehicle of model `kind` moving at `speed_mps` to a stop without
+// reversing, for one tick of `dt_s`, wheels straight: full brake for the pedal models, target
+// speed 0 for physics_body, and for the acceleration models -speed/dt (their braking limit
+// caps it, so it lands on zero once within reach; 0 once stopped).
+VehicleInput BrakeToStopInput(ModelKind kind, VehicleId id, double speed_mps, double dt_s);
+
 // Checks `input` for a vehicle of model `kind`: finite, pedals in [0, 1], and no field the
 // model does not use. InvalidArgument naming the field.
 absl::Status CheckControls(ModelKind kind, const VehicleInput& input);

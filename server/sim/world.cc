@@ -302,6 +302,12 @@ void World::Step(std::vector<ContactEvent>* transitions) {
   state_.contacts.swap(contacts_);
 }
 
+std::optional<World::Motion> World::MotionOf(VehicleId id) const {
+  const std::ptrdiff_t row = state_.vehicles.Find(id);
+  if (row < 0) return std::nullopt;
+  return Motion{.kind = state_.vehicles.kinds[row], .speed_mps = state_.vehicles.speed_mps[row]};
+}
+
 std::vector<VehicleSnapshot> World::Snapshot() const {
   const VehicleTable& table = state_.vehicles;
   std::vector<VehicleSnapshot> vehicles;

@@ -123,6 +123,14 @@ class World {
   // pair order. Never fails.
   void Step(std::vector<ContactEvent>* transitions = nullptr);
 
+  // The model and signed speed of a vehicle alive; nullopt otherwise. O(log n).
+  struct Motion {
+    ModelKind kind;
+    double speed_mps;
+  };
+  std::optional<Motion> MotionOf(VehicleId id) const;
+  bool Contains(VehicleId id) const { return state_.vehicles.Find(id) >= 0; }
+
   // Every vehicle alive, by ascending id, with the readings of the sensors it carries.
   std::vector<VehicleSnapshot> Snapshot() const;
   std::vector<VehicleDescription> DescribeVehicles() const;

@@ -17,6 +17,8 @@ Example:
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Optional, Union
 
@@ -35,6 +37,12 @@ _INTEGRATORS = {
 _CLOCK_MODES = {
     "lockstep": pb.CLOCK_MODE_LOCKSTEP,
     "realtime": pb.CLOCK_MODE_REALTIME,
+    "barrier": pb.CLOCK_MODE_BARRIER,
+}
+
+_DISCONNECT_ACTIONS = {
+    "brake": pb.DISCONNECT_ACTION_BRAKE_TO_STOP,
+    "hold": pb.DISCONNECT_ACTION_HOLD_CONTROLS,
 }
 
 
@@ -194,6 +202,119 @@ def vehicle_spec(
     return spec
 
 
+class Driver:
+    """A controller attached to one vehicle through a ``Drive`` stream.
+
+    Observations (``DriveResponse``) arrive after every tick; ``observe`` returns
+    the next one. ``send`` answers an observation with a control, tagged with
+    that observation's tick. Use as a context manager, or call ``close``: the
+    vehicle then does what ``on_disconnect`` said (brake to a stop, or hold its
+    controls).
+
+    Example (a BARRIER session waits for ``send`` before each tick):
+        with sim.drive(sid, car) as driver:
+            for _ in range(500):
+                obs = driver.observe()
+                driver.send(obs.time.tick, acceleration_mps2=1.0,
+                            steering_angle_rad=0.1)
+    """
+
+    _END = object()
+
+    def __init__(self, stub, session_id: str, vehicle_id: int, on_disconnect: str):
+        if on_disconnect not in _DISCONNECT_ACTIONS:
+            raise ValueError(
+                f"on_disconnect must be one of {sorted(_DISCONNECT_ACTIONS)}, "
+                f"got {on_disconnect!r}"
+            )
+        self.vehicle_id = vehicle_id
+        self._requests = queue.Queue()
+        self._requests.put(
+            pb.DriveRequest(
+                attach=pb.DriveAttach(
+                    session_id=session_id,
+                    vehicle_id=vehicle_id,
+                    on_disconnect=_DISCONNECT_ACTIONS[on_disconnect],
+                )
+            )
+        )
+        self._observations = queue.Queue()
+        self._call = stub.Drive(self._request_iterator(), timeout=86400.0)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _request_iterator(self):
+        while True:
+            request = self._requests.get()
+            if request is Driver._END:
+                return
+            yield request
+
+    def _read(self):
+        try:
+            for response in self._call:
+                self._observations.put(response)
+            self._observations.put(Driver._END)
+        except grpc.RpcError as err:
+            self._observations.put(err)
+
+    def observe(self, timeout_s: Optional[float] = 10.0) -> pb.DriveResponse:
+        """Returns the next observation (waiting up to ``timeout_s``).
+
+        Raises:
+            grpc.RpcError: The stream ended with an error (its code says why).
+            EOFError: The stream ended normally (e.g. the session was deleted).
+            queue.Empty: No observation within the timeout.
+        """
+        item = self._observations.get(timeout=timeout_s)
+        if item is Driver._END:
+            self._observations.put(item)
+            raise EOFError("the Drive stream ended")
+        if isinstance(item, grpc.RpcError):
+            self._observations.put(item)
+            raise item
+        return item
+
+    def latest(self, timeout_s: Optional[float] = 10.0) -> pb.DriveResponse:
+        """Waits for an observation, then returns the newest one queued."""
+        observation = self.observe(timeout_s)
+        while True:
+            try:
+                item = self._observations.get_nowait()
+            except queue.Empty:
+                return observation
+            if item is Driver._END or isinstance(item, grpc.RpcError):
+                self._observations.put(item)
+                return observation
+            observation = item
+
+    def send(self, tick: int, **control_fields: float) -> None:
+        """Sends a control answering the observation of ``tick``.
+
+        ``control_fields`` are VehicleControl fields of the vehicle's model
+        (see ``control``); the control applies from the next tick.
+        """
+        self._requests.put(
+            pb.DriveRequest(
+                control=pb.DriveControl(
+                    tick=tick, control=pb.VehicleControl(**control_fields)
+                )
+            )
+        )
+
+    def close(self) -> None:
+        """Ends the stream (the vehicle brakes or holds, as attached)."""
+        self._requests.put(Driver._END)
+        self._call.cancel()
+        self._reader.join(timeout=10.0)
+
+    def __enter__(self) -> "Driver":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
 class Client:
     """A connection to one Pitlane server.
 
@@ -241,6 +362,7 @@ class Client:
         clock_mode: str = "lockstep",
         real_time_factor: Optional[float] = None,
         paused: bool = False,
+        barrier_timeout_s: Optional[float] = None,
     ) -> pb.SessionInfo:
         """Creates a session.
 
@@ -257,12 +379,16 @@ class Client:
                 world; None: no walls.
             obstacles: Static obstacles placed at tick 0 (see
                 ``obstacle_spec``).
-            clock_mode: "lockstep" (time moves only in ``step``) or
+            clock_mode: "lockstep" (time moves only in ``step``),
                 "realtime" (the server steps the session at tick_rate_hz x
-                real_time_factor).
+                real_time_factor) or "barrier" (each tick waits for every
+                attached controller, see ``drive``).
             real_time_factor: realtime: simulated seconds per wall-clock
                 second, in [0, 1000] (0: as fast as possible); None: 1.
-            paused: realtime: create it paused (see ``set_clock``).
+            paused: realtime and barrier: create it paused (see
+                ``set_clock``).
+            barrier_timeout_s: barrier: the longest a tick waits for the
+                controllers, seconds; None: 0.5.
 
         Returns:
             The new SessionInfo (tick 0, no vehicles, defaults filled in).
@@ -285,6 +411,8 @@ class Client:
         )
         if real_time_factor is not None:
             config.real_time_factor = real_time_factor
+        if barrier_timeout_s is not None:
+            config.barrier_timeout_s = barrier_timeout_s
         if bounds is not None:
             min_x, min_y, max_x, max_y = bounds
             config.bounds.CopyFrom(
@@ -305,6 +433,7 @@ class Client:
         clock_mode: Optional[str] = None,
         real_time_factor: Optional[float] = None,
         paused: Optional[bool] = None,
+        barrier_timeout_s: Optional[float] = None,
     ) -> pb.SetClockResponse:
         """Changes a session's clock; unset arguments stay as they are.
 
@@ -326,7 +455,25 @@ class Client:
             request.real_time_factor = real_time_factor
         if paused is not None:
             request.paused = paused
+        if barrier_timeout_s is not None:
+            request.barrier_timeout_s = barrier_timeout_s
         return self.stub.SetClock(request, timeout=self.timeout_s)
+
+    def drive(
+        self, session_id: str, vehicle_id: int, *, on_disconnect: str = "brake"
+    ) -> Driver:
+        """Attaches a controller to a vehicle (a ``Drive`` stream).
+
+        Args:
+            session_id: The session.
+            vehicle_id: The vehicle to drive; one controller per vehicle.
+            on_disconnect: "brake" (brake to a stop when the stream ends) or
+                "hold" (keep the last controls).
+
+        Returns:
+            A ``Driver``; its first observation is the current tick.
+        """
+        return Driver(self.stub, session_id, vehicle_id, on_disconnect)
 
     def get_session(self, session_id: str) -> pb.SessionInfo:
         """Returns one session's config, clock and vehicles."""
