@@ -24,7 +24,10 @@ ABSL_FLAG(std::uint32_t, max_ticks_per_step, 10000, "Most ticks one Step call ma
 ABSL_FLAG(std::uint32_t, max_receive_message_mib, 64, "Largest request accepted, MiB.");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
 ABSL_FLAG(std::uint32_t, worker_threads, 0,
-          "Threads that step REALTIME sessions; 0 = one per CPU core.");
+          "Threads that step REALTIME and BARRIER sessions; 0 = one per CPU core.");
+ABSL_FLAG(double, session_idle_timeout, 3600.0,
+          "Seconds a session may go without a client call or an open stream before it is "
+          "deleted; 0 = never.");
 
 namespace {
 
@@ -55,13 +58,15 @@ int main(int argc, char** argv) {
 
   pitlane::api::ServerOptions options;
   const std::uint32_t workers = absl::GetFlag(FLAGS_worker_threads);
-  options.worker_threads = workers > 0 ? static_cast<int>(std::min<std::uint32_t>(workers, 256))
-                                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.worker_threads =
+      static_cast<int>(workers > 0 ? std::min<std::uint32_t>(workers, 256)
+                                   : std::max(1u, std::thread::hardware_concurrency()));
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.limits = {
       .max_sessions = absl::GetFlag(FLAGS_max_sessions),
       .max_vehicles_per_session = absl::GetFlag(FLAGS_max_vehicles_per_session),
       .max_ticks_per_step = absl::GetFlag(FLAGS_max_ticks_per_step),
+      .session_idle_timeout_s = std::max(0.0, absl::GetFlag(FLAGS_session_idle_timeout)),
   };
   options.max_receive_message_bytes =
       static_cast<int>(absl::GetFlag(FLAGS_max_receive_message_mib)) << 20;

@@ -44,9 +44,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
 void Server::Shutdown(std::chrono::milliseconds grace) {
   if (shut_down_ || server_ == nullptr) return;  // Never started (e.g. the bind failed).
   shut_down_ = true;
-  for (const auto& session : sessions_.List()) session->Close();
+  // Refuse new sessions and end every stream with UNAVAILABLE first, so that gRPC's drain
+  // below has only short unary calls left to wait for.
+  sessions_.Shutdown(absl::UnavailableError("the server is shutting down"));
   server_->Shutdown(std::chrono::system_clock::now() + grace);
   server_->Wait();
+  scheduler_.Stop();  // No session or reaper runs while the members are destroyed.
 }
 
 Server::~Server() { Shutdown(); }

@@ -37,7 +37,8 @@ class Server {
   static absl::StatusOr<std::unique_ptr<Server>> Start(
       const ServerOptions& options, const std::vector<grpc::Service*>& extra_services = {});
 
-  // Ends every session (their streams finish with OK), then stops the server, cancelling
+  // Refuses new sessions and ends every session (their streams finish with UNAVAILABLE),
+  // then stops the server, cancelling
   // calls still running after `grace`. Idempotent.
   void Shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
   ~Server();

@@ -86,10 +86,10 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<v1::StreamState
     WriteLocked(std::move(frame), std::move(events));
   }
 
-  void OnSessionClosed() override {
+  void OnSessionClosed(const absl::Status& reason) override {
     absl::MutexLock lock(&mu_);
-    session_closed_ = true;
-    if (!write_in_flight_) FinishLocked(grpc::Status::OK);
+    close_status_ = ToGrpcStatus(reason);
+    if (!write_in_flight_) FinishLocked(*close_status_);
   }
 
   void OnWriteDone(bool ok) override {
@@ -100,8 +100,8 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<v1::StreamState
       FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the stream broke"));
     } else if (pending_ != nullptr) {
       WriteLocked(std::exchange(pending_, nullptr), std::exchange(pending_events_, {}));
-    } else if (session_closed_) {
-      FinishLocked(grpc::Status::OK);
+    } else if (close_status_.has_value()) {
+      FinishLocked(*close_status_);
     }
   }
 
@@ -153,7 +153,7 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<v1::StreamState
   session::FrameEvents pending_events_ ABSL_GUARDED_BY(mu_);  // Go with pending_.
   std::uint64_t skipped_frames_ ABSL_GUARDED_BY(mu_) = 0;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  bool session_closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> close_status_ ABSL_GUARDED_BY(mu_);  // Set once the session closed.
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<std::uint64_t> subscription_ ABSL_GUARDED_BY(mu_);
@@ -217,7 +217,7 @@ class DriveReactor final : public grpc::ServerBidiReactor<v1::DriveRequest, v1::
     if (!write_in_flight_) WriteLocked();
   }
 
-  void OnSessionClosed() override { FinishSoon(grpc::Status::OK); }
+  void OnSessionClosed(const absl::Status& reason) override { FinishSoon(ToGrpcStatus(reason)); }
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);

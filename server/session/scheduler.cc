@@ -11,13 +11,17 @@ Scheduler::Scheduler(const Clock* clock, int threads) : clock_(clock) {
   for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
-Scheduler::~Scheduler() {
+Scheduler::~Scheduler() { Stop(); }
+
+void Scheduler::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     wake_.SignalAll();
   }
-  for (std::thread& worker : workers_) worker.join();
+  for (std::thread& worker : workers_) {
+    if (worker.joinable()) worker.join();
+  }
 }
 
 void Scheduler::PushLocked(Slot& slot, const ScheduledJob* job, std::int64_t when_ns) {

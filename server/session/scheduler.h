@@ -36,7 +36,9 @@ class Scheduler {
  public:
   // `clock` must outlive the scheduler. `threads` workers; 0 for manual RunDue().
   Scheduler(const Clock* clock, int threads);
-  ~Scheduler();  // Stops the workers (after the runs in progress).
+  ~Scheduler();  // Stop().
+  // Stops the workers after the runs in progress; nothing runs on its own after. Idempotent.
+  void Stop();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 

@@ -26,6 +26,7 @@ Session::Session(std::string id, SessionConfig config, sim::World world,
       clock_(config_.clock) {}
 
 void Session::Start() {
+  Touch();
   std::int64_t now_ns = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -421,7 +422,13 @@ std::size_t Session::subscriber_count() const {
   return subscribers_.size();
 }
 
-SimTime Session::Close() {
+void Session::Touch() {
+  if (scheduler_ != nullptr) last_activity_ns_ = scheduler_->clock().NowNanos();
+}
+
+std::int64_t Session::last_activity_ns() const { return last_activity_ns_; }
+
+SimTime Session::Close(const absl::Status& reason) {
   std::vector<Subscriber> subscribers;
   SimTime now;
   {
@@ -432,7 +439,7 @@ SimTime Session::Close() {
   }
   if (scheduler_ != nullptr) scheduler_->Cancel(this);
   // Outside the lock: a sink may finish its stream and unsubscribe right away.
-  for (const Subscriber& subscriber : subscribers) subscriber.sink->OnSessionClosed();
+  for (const Subscriber& subscriber : subscribers) subscriber.sink->OnSessionClosed(reason);
   return now;
 }
 

@@ -8,6 +8,7 @@
 #ifndef PITLANE_SERVER_SESSION_SESSION_H_
 #define PITLANE_SERVER_SESSION_SESSION_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -146,8 +147,9 @@ class FrameSink {
   // the previous one this sink received (for the first frame: kBegan for contacts that began
   // at its tick, kOngoing for the others).
   virtual void OnFrame(std::shared_ptr<const Frame> frame, FrameEvents events) = 0;
-  // The session was deleted: no more frames will come.
-  virtual void OnSessionClosed() = 0;
+  // The session closed: no more frames will come. `reason` is OK when a client deleted it,
+  // Unavailable when the server shuts down; streams end with it.
+  virtual void OnSessionClosed(const absl::Status& reason) = 0;
 };
 
 // What a session reports about itself.
@@ -240,9 +242,14 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   void DetachController(std::uint64_t handle);
   std::size_t subscriber_count() const;
 
-  // Closes the session: tells every subscriber, drops them, and fails later calls with
-  // NotFound. Idempotent. Returns the final time.
-  SimTime Close();
+  // Closes the session: tells every subscriber (with `reason`), drops them, and fails later
+  // calls with NotFound. Idempotent. Returns the final time.
+  SimTime Close(const absl::Status& reason = absl::OkStatus());
+
+  // Activity, for the idle reaper: the last time a client call reached this session, on the
+  // scheduler's clock (0 without a scheduler), and whether a stream is attached.
+  void Touch();
+  std::int64_t last_activity_ns() const;
 
  private:
   struct Controller {
@@ -314,6 +321,7 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   std::uint64_t barrier_timeouts_ ABSL_GUARDED_BY(mu_) = 0;
   // Vehicles whose controller left with kBrakeToStop, braking until they stand still.
   std::vector<sim::VehicleId> braking_ ABSL_GUARDED_BY(mu_);
+  std::atomic<std::int64_t> last_activity_ns_{0};
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Subscriber> subscribers_ ABSL_GUARDED_BY(mu_);
   std::uint64_t next_subscription_ ABSL_GUARDED_BY(mu_) = 1;

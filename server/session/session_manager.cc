@@ -10,12 +10,61 @@
 
 namespace pitlane::session {
 
+// Runs ReapIdle on the scheduler. Holds a plain pointer: the manager cancels it before dying.
+class SessionManager::Reaper final : public ScheduledJob {
+ public:
+  Reaper(SessionManager* manager, std::int64_t period_ns)
+      : manager_(manager), period_ns_(period_ns) {}
+  std::optional<std::int64_t> RunScheduled(std::int64_t now_ns) override {
+    manager_->ReapIdle(now_ns);
+    return now_ns + period_ns_;
+  }
+
+ private:
+  SessionManager* const manager_;
+  const std::int64_t period_ns_;
+};
+
 SessionManager::SessionManager(const ServerLimits& limits, Scheduler* scheduler)
-    : limits_(limits), scheduler_(scheduler) {}
+    : limits_(limits), scheduler_(scheduler) {
+  if (scheduler_ != nullptr && limits_.session_idle_timeout_s > 0.0) {
+    const auto period_ns = static_cast<std::int64_t>(
+        std::min(1e9, limits_.session_idle_timeout_s * 1e9 / 10.0));
+    reaper_ = std::make_shared<Reaper>(this, period_ns);
+    scheduler_->Schedule(reaper_, scheduler_->clock().NowNanos() + period_ns);
+  }
+}
 
 SessionManager::~SessionManager() {
+  if (reaper_ != nullptr) scheduler_->Cancel(reaper_.get());
   // Streams still open on a session end when it closes.
   for (const std::shared_ptr<Session>& session : List()) session->Close();
+}
+
+int SessionManager::ReapIdle(std::int64_t now_ns) {
+  const auto timeout_ns = static_cast<std::int64_t>(limits_.session_idle_timeout_s * 1e9);
+  int reaped = 0;
+  for (const std::shared_ptr<Session>& session : List()) {
+    if (session->subscriber_count() > 0) continue;  // A stream is attached.
+    const std::int64_t idle_ns = now_ns - session->last_activity_ns();
+    if (idle_ns <= timeout_ns) continue;
+    if (Delete(session->id()).ok()) {
+      ++reaped;
+      spdlog::info("session {} reaped after {:.0f} s without a call or a stream", session->id(),
+                   static_cast<double>(idle_ns) * 1e-9);
+    }
+  }
+  return reaped;
+}
+
+void SessionManager::Shutdown(const absl::Status& reason) {
+  std::vector<std::shared_ptr<Session>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    sessions = order_;
+  }
+  for (const std::shared_ptr<Session>& session : sessions) session->Close(reason);
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionRequest& request) {
@@ -58,6 +107,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
   std::size_t open_sessions = 0;
   {
     absl::MutexLock lock(&mu_);
+    if (shutting_down_) return absl::UnavailableError("the server is shutting down");
     if (sessions_.size() >= limits_.max_sessions) {
       return absl::ResourceExhaustedError(
           absl::StrCat("sessions: the server holds its maximum of ", limits_.max_sessions,
@@ -84,6 +134,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(absl::string_view 
   if (it == sessions_.end()) {
     return absl::NotFoundError(absl::StrCat("session_id: no session \"", id, "\""));
   }
+  it->second->Touch();
   return it->second;
 }
 

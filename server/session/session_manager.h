@@ -22,6 +22,8 @@ struct ServerLimits {
   std::uint32_t max_sessions = 256;                // Sessions alive at once.
   std::uint32_t max_vehicles_per_session = 100000;  // Default and cap of a session's limit.
   std::uint32_t max_ticks_per_step = 10000;         // Ticks one Step call may advance.
+  // A session with no client call and no stream for this long is deleted, seconds; 0 = never.
+  double session_idle_timeout_s = 0.0;
 };
 
 // A session's config as the client gave it; unset optional fields take the server's
@@ -54,7 +56,8 @@ class SessionManager {
   // "bounds.max_x_m", "obstacles[2].length_m");
   // ResourceExhausted when max_sessions sessions exist.
   absl::StatusOr<std::shared_ptr<Session>> Create(const SessionRequest& request);
-  // NotFound ("session_id") for an unknown id; InvalidArgument for an empty one.
+  // NotFound ("session_id") for an unknown id; InvalidArgument for an empty one. Counts as
+  // activity of the session (see ReapIdle).
   absl::StatusOr<std::shared_ptr<Session>> Find(absl::string_view id) const;
   // Removes and closes a session; returns its final time. Errors as Find.
   absl::StatusOr<SimTime> Delete(absl::string_view id);
@@ -62,10 +65,22 @@ class SessionManager {
   std::vector<std::shared_ptr<Session>> List() const;
   std::size_t size() const;
 
+  // Deletes the sessions that had no client call and no stream for longer than the idle
+  // timeout, as of `now_ns` on the scheduler's clock. Returns how many. (A job on the
+  // scheduler calls it every timeout / 10, at least every second.)
+  int ReapIdle(std::int64_t now_ns);
+  // The server is stopping: new sessions are refused (Unavailable) and every session closes,
+  // its streams ending with `reason`.
+  void Shutdown(const absl::Status& reason);
+
  private:
+  class Reaper;
+
   const ServerLimits limits_;
   Scheduler* const scheduler_;
+  std::shared_ptr<Reaper> reaper_;  // When idle sessions are reaped.
   mutable absl::Mutex mu_;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   // Creation order, for listings. Same sessions as sessions_.

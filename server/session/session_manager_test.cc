@@ -5,6 +5,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/session/clock.h"
+#include "server/session/scheduler.h"
 
 namespace pitlane::session {
 namespace {
@@ -91,6 +93,73 @@ TEST(SessionManager, SessionsAreIndependent) {
   EXPECT_EQ(b->CurrentFrame()->vehicles[0].pose.x_m, 0.0);
   ASSERT_TRUE(sessions.Delete(a->id()).ok());
   EXPECT_TRUE(b->Step(1, std::nullopt).ok());
+}
+
+}  // namespace
+}  // namespace pitlane::session
+
+namespace pitlane::session {
+namespace {
+
+constexpr std::int64_t kSecond = 1'000'000'000;
+
+class NullSink final : public FrameSink {
+ public:
+  void OnFrame(std::shared_ptr<const Frame>, FrameEvents) override {}
+  void OnSessionClosed(const absl::Status& reason) override { closed_with = reason; }
+  std::optional<absl::Status> closed_with;
+};
+
+// The reaper deletes sessions with neither a call nor a stream for longer than the timeout;
+// a call (Find) or an open stream keeps a session alive.
+TEST(SessionManager, ReapsIdleSessionsOnly) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  SessionManager sessions({.max_sessions = 8, .session_idle_timeout_s = 10.0}, &scheduler);
+  const std::string called = (*sessions.Create({}))->id();
+  const std::string idle = (*sessions.Create({}))->id();
+  const auto watched = *sessions.Create({});
+  auto sink = std::make_shared<NullSink>();
+  ASSERT_TRUE(watched->Subscribe(1, sink).ok());
+  for (int s = 0; s < 6; ++s) {
+    clock.Advance(kSecond);
+    scheduler.RunDue();
+  }
+  ASSERT_TRUE(sessions.Find(called).ok());  // A call at t = 6 s.
+  for (int s = 0; s < 6; ++s) {
+    clock.Advance(kSecond);
+    scheduler.RunDue();
+  }
+  // t = 12 s: `idle` went 12 s without anything; `called` 6 s; `watched` has a stream.
+  EXPECT_EQ(sessions.Find(idle).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(sessions.Find(called).ok());
+  EXPECT_TRUE(sessions.Find(watched->id()).ok());
+  EXPECT_FALSE(sink->closed_with.has_value());
+  EXPECT_EQ(sessions.size(), 2u);
+}
+
+TEST(SessionManager, NoTimeoutMeansNoReaping) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  SessionManager sessions({.max_sessions = 8}, &scheduler);
+  ASSERT_TRUE(sessions.Create({}).ok());
+  clock.Advance(1000 * kSecond);
+  scheduler.RunDue();
+  EXPECT_EQ(sessions.size(), 1u);
+  EXPECT_EQ(scheduler.size(), 0u);
+}
+
+TEST(SessionManager, ShutdownClosesStreamsWithTheReasonAndRefusesNewSessions) {
+  SessionManager sessions({.max_sessions = 8});
+  const auto session = *sessions.Create({});
+  auto sink = std::make_shared<NullSink>();
+  ASSERT_TRUE(session->Subscribe(1, sink).ok());
+  sessions.Shutdown(absl::UnavailableError("the server is shutting down"));
+  ASSERT_TRUE(sink->closed_with.has_value());
+  EXPECT_EQ(sink->closed_with->code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(sessions.Create({}).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(session->SpawnVehicles({sim::VehicleSpec{}}).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace

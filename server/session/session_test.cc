@@ -35,7 +35,7 @@ class RecordingSink : public FrameSink {
     absl::MutexLock lock(&mu_);
     return events_.at(i);
   }
-  void OnSessionClosed() override {
+  void OnSessionClosed(const absl::Status& /*reason*/) override {
     absl::MutexLock lock(&mu_);
     closed_ = true;
   }
