@@ -1,10 +1,13 @@
 #include "server/api/simulator_service.h"
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "absl/base/call_once.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -31,6 +34,39 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
   return reactor;
 }
 
+// What a StreamStates call asked for, beyond its session.
+struct StreamOptions {
+  std::uint32_t every_n_ticks = 1;
+  std::optional<double> max_rate_hz;
+  std::vector<sim::VehicleId> vehicle_ids;  // Sorted, unique; empty: all.
+};
+
+// The wire encoding of one StreamStatesResponse without copying the state: `state_bytes`
+// (an encoded WorldState, kept alive by `owner`) as field 1, then `tail`'s fields (2 and up).
+// Protobuf parses a concatenation of encoded fields as one message, so streams share one
+// encoding of a frame and add only their own counters and events.
+grpc::ByteBuffer EncodeResponse(std::shared_ptr<const void> owner, const std::string& state_bytes,
+                                const v1::StreamStatesResponse& tail) {
+  std::string head;
+  head.push_back(static_cast<char>((1 << 3) | 2));  // Field 1, length-delimited.
+  for (std::uint64_t n = state_bytes.size();; n >>= 7) {  // Its length, as a varint.
+    if (n < 0x80) {
+      head.push_back(static_cast<char>(n));
+      break;
+    }
+    head.push_back(static_cast<char>((n & 0x7F) | 0x80));
+  }
+  auto* keep_alive = new std::shared_ptr<const void>(std::move(owner));
+  grpc::Slice slices[3] = {
+      grpc::Slice(head),
+      grpc::Slice(const_cast<char*>(state_bytes.data()), state_bytes.size(),
+                  [](void* p) { delete static_cast<std::shared_ptr<const void>*>(p); },
+                  keep_alive),
+      grpc::Slice(tail.SerializeAsString()),
+  };
+  return grpc::ByteBuffer(slices, 3);
+}
+
 // One StreamStates call: a session subscriber on one side, a gRPC stream on the other.
 //
 // The session hands frames over on its stepping thread (OnFrame, which must not block); the
@@ -41,14 +77,20 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
 // not (the newer frame reports what is in effect). So a slow reader costs the session
 // nothing and holds at most two frames.
 //
+// Without a vehicle filter the state is encoded once per frame, by whichever stream sends it
+// first, and every stream sends the same bytes (EncodeResponse); with one, each stream encodes
+// its own selection.
+//
 // Ownership: the reactor owns itself through `self_` until gRPC calls OnDone; the session
 // holds another reference while subscribed, so a frame delivery never meets a dead object.
-class StateStreamReactor final : public grpc::ServerWriteReactor<v1::StreamStatesResponse>,
+class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                                  public session::FrameSink {
  public:
-  static grpc::ServerWriteReactor<v1::StreamStatesResponse>* Start(
-      std::shared_ptr<session::Session> session, std::uint32_t every_n_ticks) {
-    auto reactor = std::shared_ptr<StateStreamReactor>(new StateStreamReactor(session));
+  static grpc::ServerWriteReactor<grpc::ByteBuffer>* Start(
+      std::shared_ptr<session::Session> session, StreamOptions options) {
+    const std::uint32_t every_n_ticks = options.every_n_ticks;
+    auto reactor =
+        std::shared_ptr<StateStreamReactor>(new StateStreamReactor(session, std::move(options)));
     reactor->self_ = reactor;
     const absl::StatusOr<std::uint64_t> handle = session->Subscribe(every_n_ticks, reactor);
     absl::MutexLock lock(&reactor->mu_);
@@ -65,25 +107,31 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<v1::StreamState
   void OnFrame(std::shared_ptr<const session::Frame> frame, session::FrameEvents events) override {
     absl::MutexLock lock(&mu_);
     if (finishing_) return;
-    if (write_in_flight_) {
-      if (pending_ != nullptr) {
-        ++skipped_frames_;
-        // Keep the replaced frame's transitions, in front of the new frame's events; its
-        // kOngoing events (kept or dropped) give way to the new frame's.
-        std::erase_if(pending_events_.events, [](const sim::ContactEvent& event) {
-          return event.phase == sim::ContactPhase::kOngoing;
-        });
-        pending_events_.dropped -= pending_events_.dropped_ongoing;
-        pending_events_.dropped += events.dropped;
-        pending_events_.dropped_ongoing = events.dropped_ongoing;
-        session::AppendEvents(events.events, pending_events_);
-      } else {
-        pending_events_ = std::move(events);
-      }
-      pending_ = std::move(frame);
-      return;
+    if (!options_.vehicle_ids.empty()) {
+      std::erase_if(events.events, [this](const sim::ContactEvent& event) {
+        return !Selected(event.contact);
+      });
     }
-    WriteLocked(std::move(frame), std::move(events));
+    // Into the mailbox. A frame still waiting there is replaced: skipped if the reader is
+    // slow (a write in flight), merely decimated if the rate limit held it back. Its contact
+    // transitions stay, in front of the new frame's; its kOngoing events give way to the new
+    // frame's.
+    if (pending_ != nullptr) {
+      if (write_in_flight_) ++skipped_frames_;
+      std::erase_if(pending_events_.events, [](const sim::ContactEvent& event) {
+        return event.phase == sim::ContactPhase::kOngoing;
+      });
+      pending_events_.dropped -= pending_events_.dropped_ongoing;
+      pending_events_.dropped += events.dropped;
+      pending_events_.dropped_ongoing = events.dropped_ongoing;
+      session::AppendEvents(events.events, pending_events_);
+    } else {
+      pending_events_ = std::move(events);
+    }
+    pending_ = std::move(frame);
+    if (!write_in_flight_ && !RateLimitedLocked()) {
+      WriteLocked(std::exchange(pending_, nullptr), std::exchange(pending_events_, {}));
+    }
   }
 
   void OnSessionClosed(const absl::Status& reason) override {
@@ -98,7 +146,7 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<v1::StreamState
     if (finishing_) return;
     if (!ok) {
       FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the stream broke"));
-    } else if (pending_ != nullptr) {
+    } else if (pending_ != nullptr && !RateLimitedLocked()) {
       WriteLocked(std::exchange(pending_, nullptr), std::exchange(pending_events_, {}));
     } else if (close_status_.has_value()) {
       FinishLocked(*close_status_);
@@ -122,18 +170,56 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<v1::StreamState
   }
 
  private:
-  explicit StateStreamReactor(std::shared_ptr<session::Session> session)
-      : session_(std::move(session)) {}
+  StateStreamReactor(std::shared_ptr<session::Session> session, StreamOptions options)
+      : session_(std::move(session)), options_(std::move(options)) {}
+
+  bool Selected(const sim::Contact& contact) const {
+    const auto has = [this](sim::VehicleId id) {
+      return std::binary_search(options_.vehicle_ids.begin(), options_.vehicle_ids.end(), id);
+    };
+    return has(contact.pair.vehicle) ||
+           (contact.pair.other_kind == sim::ObjectKind::kVehicle && has(contact.pair.other_id));
+  }
+
+  // Whether a message now would exceed max_rate_hz (a frame that arrives too early waits in
+  // the mailbox and may be replaced; the wall clock only thins out what is sent).
+  bool RateLimitedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!options_.max_rate_hz.has_value() || !last_write_.has_value()) return false;
+    return std::chrono::steady_clock::now() - *last_write_ <
+           std::chrono::duration<double>(1.0 / *options_.max_rate_hz);
+  }
 
   void WriteLocked(std::shared_ptr<const session::Frame> frame, const session::FrameEvents& events)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    response_.Clear();
-    FrameToProto(*frame, response_.mutable_state());
-    response_.set_skipped_frames(std::exchange(skipped_frames_, 0));
-    EventsToProto(events, response_.mutable_events());
-    response_.set_dropped_events(events.dropped);
+    v1::StreamStatesResponse tail;
+    tail.set_skipped_frames(std::exchange(skipped_frames_, 0));
+    EventsToProto(events, tail.mutable_events());
+    tail.set_dropped_events(events.dropped);
+    if (options_.vehicle_ids.empty()) {
+      absl::call_once(frame->encode_once, [&frame] {
+        v1::WorldState state;
+        FrameToProto(*frame, &state);
+        state.SerializeToString(&frame->encoded_state);
+      });
+      buffer_ = EncodeResponse(frame, frame->encoded_state, tail);
+    } else {
+      v1::WorldState state;
+      SimTimeToProto(frame->time, state.mutable_time());
+      for (const sim::VehicleSnapshot& vehicle : frame->vehicles) {
+        if (std::binary_search(options_.vehicle_ids.begin(), options_.vehicle_ids.end(),
+                               vehicle.id)) {
+          VehicleStateToProto(vehicle, state.add_vehicles());
+        }
+      }
+      for (const sim::Contact& contact : frame->contacts) {
+        if (Selected(contact)) ContactToProto(contact, state.add_contacts());
+      }
+      auto selected = std::make_shared<std::string>(state.SerializeAsString());
+      buffer_ = EncodeResponse(selected, *selected, tail);
+    }
+    last_write_ = std::chrono::steady_clock::now();
     write_in_flight_ = true;
-    StartWrite(&response_);
+    StartWrite(&buffer_);
   }
 
   void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -145,13 +231,15 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<v1::StreamState
   }
 
   const std::shared_ptr<session::Session> session_;
+  const StreamOptions options_;
   std::shared_ptr<StateStreamReactor> self_;
 
   absl::Mutex mu_;
-  v1::StreamStatesResponse response_ ABSL_GUARDED_BY(mu_);  // The write in flight.
+  grpc::ByteBuffer buffer_ ABSL_GUARDED_BY(mu_);  // The write in flight.
   std::shared_ptr<const session::Frame> pending_ ABSL_GUARDED_BY(mu_);
   session::FrameEvents pending_events_ ABSL_GUARDED_BY(mu_);  // Go with pending_.
   std::uint64_t skipped_frames_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<std::chrono::steady_clock::time_point> last_write_ ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> close_status_ ABSL_GUARDED_BY(mu_);  // Set once the session closed.
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
@@ -566,22 +654,53 @@ grpc::ServerUnaryReactor* SimulatorService::GetState(grpc::CallbackServerContext
   }());
 }
 
-grpc::ServerWriteReactor<v1::StreamStatesResponse>* SimulatorService::StreamStates(
-    grpc::CallbackServerContext* /*context*/, const v1::StreamStatesRequest* request) {
-  absl::StatusOr<std::shared_ptr<session::Session>> session =
-      sessions_.Find(request->session_id());
-  if (!session.ok()) {
-    // A reactor that only reports the error.
-    class Failed : public grpc::ServerWriteReactor<v1::StreamStatesResponse> {
-     public:
-      explicit Failed(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
-      void OnDone() override { delete this; }
-    };
-    return new Failed(session.status());
+grpc::ServerWriteReactor<grpc::ByteBuffer>* SimulatorService::StreamStates(
+    grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* raw_request) {
+  // A reactor that only reports an error.
+  class Failed : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+   public:
+    explicit Failed(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+    void OnDone() override { delete this; }
+  };
+  v1::StreamStatesRequest request;
+  {
+    std::vector<grpc::Slice> slices;
+    std::string bytes;
+    if (raw_request->Dump(&slices).ok()) {
+      for (const grpc::Slice& slice : slices) {
+        bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+      }
+    }
+    if (!request.ParseFromString(bytes)) {
+      return new Failed(absl::InvalidArgumentError("request: not a StreamStatesRequest"));
+    }
   }
-  const std::uint32_t every_n_ticks =
-      request->has_every_n_ticks() ? request->every_n_ticks() : 1;
-  return StateStreamReactor::Start(*std::move(session), every_n_ticks);
+  StreamOptions options;
+  if (request.has_every_n_ticks()) {
+    if (request.every_n_ticks() < 1) {
+      return new Failed(absl::InvalidArgumentError("every_n_ticks: must be >= 1, got 0"));
+    }
+    options.every_n_ticks = request.every_n_ticks();
+  }
+  if (request.has_max_rate_hz()) {
+    if (absl::Status status = CheckPositive("max_rate_hz", request.max_rate_hz(), 1e9);
+        !status.ok()) {
+      return new Failed(status);
+    }
+    options.max_rate_hz = request.max_rate_hz();
+  }
+  if (request.vehicle_ids_size() > 100000) {
+    return new Failed(absl::InvalidArgumentError(absl::StrCat(
+        "vehicle_ids: at most 100000, got ", request.vehicle_ids_size())));
+  }
+  options.vehicle_ids.assign(request.vehicle_ids().begin(), request.vehicle_ids().end());
+  std::sort(options.vehicle_ids.begin(), options.vehicle_ids.end());
+  options.vehicle_ids.erase(std::unique(options.vehicle_ids.begin(), options.vehicle_ids.end()),
+                            options.vehicle_ids.end());
+  absl::StatusOr<std::shared_ptr<session::Session>> session =
+      sessions_.Find(request.session_id());
+  if (!session.ok()) return new Failed(session.status());
+  return StateStreamReactor::Start(*std::move(session), std::move(options));
 }
 
 grpc::ServerBidiReactor<v1::DriveRequest, v1::DriveResponse>* SimulatorService::Drive(

@@ -19,7 +19,11 @@ inline constexpr int kMaxSpawnsPerCall = 100000;
 inline constexpr int kMaxControlsPerCall = 1000000;
 inline constexpr int kMaxObstaclesPerCall = 100000;
 
-class SimulatorService final : public ::pitlane::v1::Simulator::CallbackService {
+// StreamStates is a raw method (ByteBuffer in and out): its streams share one encoding of
+// each frame instead of serializing it once per subscriber.
+class SimulatorService final
+    : public ::pitlane::v1::Simulator::WithRawCallbackMethod_StreamStates<
+          ::pitlane::v1::Simulator::CallbackService> {
  public:
   // `sessions` must outlive the service and the server it is registered with.
   explicit SimulatorService(session::SessionManager& sessions) : sessions_(sessions) {}
@@ -60,8 +64,8 @@ class SimulatorService final : public ::pitlane::v1::Simulator::CallbackService 
   grpc::ServerUnaryReactor* GetState(grpc::CallbackServerContext* context,
                                      const v1::GetStateRequest* request,
                                      v1::GetStateResponse* response) override;
-  grpc::ServerWriteReactor<v1::StreamStatesResponse>* StreamStates(
-      grpc::CallbackServerContext* context, const v1::StreamStatesRequest* request) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* StreamStates(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
   grpc::ServerBidiReactor<v1::DriveRequest, v1::DriveResponse>* Drive(
       grpc::CallbackServerContext* context) override;
 

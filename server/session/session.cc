@@ -448,8 +448,11 @@ SimTime Session::NowLocked() const {
 }
 
 std::shared_ptr<const Frame> Session::MakeFrameLocked() const {
-  return std::make_shared<const Frame>(Frame{
-      .time = NowLocked(), .vehicles = world_.Snapshot(), .contacts = world_.contacts()});
+  auto frame = std::make_shared<Frame>();
+  frame->time = NowLocked();
+  frame->vehicles = world_.Snapshot();
+  frame->contacts = world_.contacts();
+  return frame;
 }
 
 absl::Status Session::CheckOpenLocked() const {

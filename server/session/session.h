@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/call_once.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -110,6 +111,10 @@ struct Frame {
   SimTime time;
   std::vector<sim::VehicleSnapshot> vehicles;  // By ascending id.
   std::vector<sim::Contact> contacts;          // In effect at this tick, by pair.
+  // The whole state in the wire encoding, made once (under encode_once) by the first stream
+  // that sends this frame and shared by every other: the api layer's, opaque here.
+  mutable absl::once_flag encode_once;
+  mutable std::string encoded_state;
 };
 
 // Contact events that go with a frame (a Step result or a streamed frame).

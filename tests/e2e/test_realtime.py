@@ -137,3 +137,54 @@ def test_a_stalled_subscriber_neither_slows_the_clock_nor_starves_another(big_cl
     assert total_skipped > 0
     stalled.cancel()
     client.delete_session(sid)
+
+
+def test_a_vehicle_filter_sends_only_those_vehicles_and_their_contacts(client, new_session):
+    sid = new_session(collision_policy="report")
+    # Cars 1 and 2 overlap (a contact); car 3 stands alone far away.
+    a, b, c = client.spawn_vehicles(sid, [pitlane.vehicle_spec(),
+                                          pitlane.vehicle_spec(x_m=1.0),
+                                          pitlane.vehicle_spec(x_m=100.0)])
+    only_c = client.stream_states(sid, vehicle_ids=[c])
+    only_b = client.stream_states(sid, vehicle_ids=[b, b, 999])
+    client.step(sid, 2)
+    for _ in range(3):
+        message = next(only_c)
+        assert [v.vehicle_id for v in message.state.vehicles] == [c]
+        assert list(message.state.contacts) == [] and list(message.events) == []
+    saw_contact = False
+    for _ in range(3):
+        message = next(only_b)
+        assert [v.vehicle_id for v in message.state.vehicles] == [b]
+        for contact in message.state.contacts:
+            assert b in (contact.pair.vehicle_id, contact.pair.other_id)
+            saw_contact = True
+    assert saw_contact
+    only_c.cancel()
+    only_b.cancel()
+
+
+def test_max_rate_thins_a_stream_without_counting_skips(client, new_session):
+    sid = new_session(clock_mode="realtime", tick_rate_hz=100.0)
+    stream = client.stream_states(sid, max_rate_hz=10.0)
+    next(stream)
+    t0, count, skipped = time.monotonic(), 0, 0
+    while time.monotonic() - t0 < 1.0:
+        skipped += next(stream).skipped_frames
+        count += 1
+    stream.cancel()
+    assert 8 <= count <= 12  # 10 per second of 100 frames per second.
+    assert skipped == 0
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    ({"every_n_ticks": 0}, "every_n_ticks"),
+    ({"max_rate_hz": 0.0}, "max_rate_hz"),
+    ({"max_rate_hz": float("nan")}, "max_rate_hz"),
+])
+def test_bad_stream_options_are_rejected(client, session_id, kwargs, field):
+    stream = client.stream_states(session_id, **kwargs)
+    with pytest.raises(grpc.RpcError) as info:
+        next(stream)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert field in info.value.details()

@@ -206,8 +206,12 @@ class Driver:
     """A controller attached to one vehicle through a ``Drive`` stream.
 
     Observations (``DriveResponse``) arrive after every tick; ``observe`` returns
-    the next one. ``send`` answers an observation with a control, tagged with
-    that observation's tick. Use as a context manager, or call ``close``: the
+    the next one, ``latest`` the newest. A background thread receives them into
+    a buffer of at most ``max_buffered`` (default 64): a controller that falls
+    further behind loses the oldest, counted in ``unseen``, as the server's
+    latest-wins rule intends (a real-time controller should call ``latest``).
+    ``send`` answers an observation with a control, tagged with that
+    observation's tick. Use as a context manager, or call ``close``: the
     vehicle then does what ``on_disconnect`` said (brake to a stop, or hold its
     controls).
 
@@ -221,7 +225,8 @@ class Driver:
 
     _END = object()
 
-    def __init__(self, stub, session_id: str, vehicle_id: int, on_disconnect: str):
+    def __init__(self, stub, session_id: str, vehicle_id: int, on_disconnect: str,
+                 max_buffered: int = 64):
         if on_disconnect not in _DISCONNECT_ACTIONS:
             raise ValueError(
                 f"on_disconnect must be one of {sorted(_DISCONNECT_ACTIONS)}, "
@@ -239,6 +244,8 @@ class Driver:
             )
         )
         self._observations = queue.Queue()
+        self._max_buffered = max_buffered
+        self.unseen = 0  # Observations dropped here because the buffer was full.
         self._call = stub.Drive(self._request_iterator(), timeout=86400.0)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -253,6 +260,12 @@ class Driver:
     def _read(self):
         try:
             for response in self._call:
+                while self._observations.qsize() >= self._max_buffered:
+                    try:
+                        self._observations.get_nowait()
+                        self.unseen += 1
+                    except queue.Empty:
+                        break
                 self._observations.put(response)
             self._observations.put(Driver._END)
         except grpc.RpcError as err:
@@ -276,7 +289,8 @@ class Driver:
         return item
 
     def latest(self, timeout_s: Optional[float] = 10.0) -> pb.DriveResponse:
-        """Waits for an observation, then returns the newest one queued."""
+        """Waits for an observation, then returns the newest one queued (the
+        older ones queued are dropped and counted in ``unseen``)."""
         observation = self.observe(timeout_s)
         while True:
             try:
@@ -286,6 +300,7 @@ class Driver:
             if item is Driver._END or isinstance(item, grpc.RpcError):
                 self._observations.put(item)
                 return observation
+            self.unseen += 1
             observation = item
 
     def send(self, tick: int, **control_fields: float) -> None:
@@ -439,11 +454,13 @@ class Client:
 
         Args:
             session_id: The session.
-            clock_mode: "lockstep" or "realtime".
+            clock_mode: "lockstep", "realtime" or "barrier".
             real_time_factor: Simulated seconds per wall-clock second, in
                 [0, 1000]; 0: as fast as possible.
-            paused: True pauses a realtime session (``step`` then works);
-                False resumes it, pacing from now.
+            paused: True pauses a realtime or barrier session (``step`` then
+                works); False resumes it, pacing from now.
+            barrier_timeout_s: barrier: the longest a tick waits for the
+                controllers, seconds.
 
         Returns:
             The response: the time of the change and the clock in effect.
@@ -639,6 +656,8 @@ class Client:
         session_id: str,
         every_n_ticks: Optional[int] = None,
         *,
+        max_rate_hz: Optional[float] = None,
+        vehicle_ids: Sequence[int] = (),
         timeout_s: Optional[float] = None,
     ) -> Iterator[pb.StreamStatesResponse]:
         """Subscribes to a session's states.
@@ -658,12 +677,18 @@ class Client:
         Args:
             session_id: The session.
             every_n_ticks: Decimation, >= 1; None: every tick.
+            max_rate_hz: At most this many messages per wall-clock second
+                (for dashboards); None: no limit.
+            vehicle_ids: Only these vehicles and their contacts; empty: all.
             timeout_s: Deadline for the whole stream, seconds; None: one day
                 (streams are long-lived, but every call has a deadline).
         """
         request = pb.StreamStatesRequest(session_id=session_id)
         if every_n_ticks is not None:
             request.every_n_ticks = every_n_ticks
+        if max_rate_hz is not None:
+            request.max_rate_hz = max_rate_hz
+        request.vehicle_ids.extend(vehicle_ids)
         return self.stub.StreamStates(
             request, timeout=86400.0 if timeout_s is None else timeout_s
         )
