@@ -240,5 +240,79 @@ TEST(SessionClock, BadFactorsAreRejectedNamingTheField) {
   EXPECT_EQ(session->Describe(false).config.clock.real_time_factor, 1.0);
 }
 
+class CountingSink final : public FrameSink {
+ public:
+  void OnFrame(std::shared_ptr<const Frame> frame, FrameEvents) override {
+    last_tick = frame->time.tick;
+  }
+  void OnSessionClosed(const absl::Status&) override {}
+  std::uint64_t last_tick = 0;
+};
+
+// BARRIER: a tick runs as soon as every controller has answered the latest observation, or
+// once the timeout has passed since it was published; never with no controller attached.
+TEST(SessionClock, BarrierWaitsForEveryControllerOrTheTimeout) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler, {.mode = ClockMode::kBarrier, .barrier_timeout_s = 0.1});
+  ASSERT_TRUE(session->SpawnVehicles({sim::VehicleSpec{}, sim::VehicleSpec{}}).ok());
+  RunFor(clock, scheduler, kMs, 500 * kMs);
+  EXPECT_EQ(session->Now().tick, 0u);  // No controller: time stands still.
+
+  auto sink_a = std::make_shared<CountingSink>();
+  auto sink_b = std::make_shared<CountingSink>();
+  const std::uint64_t a = *session->AttachController(1, DisconnectAction::kHoldControls, sink_a);
+  const std::uint64_t b = *session->AttachController(2, DisconnectAction::kHoldControls, sink_b);
+  EXPECT_EQ(session->AttachController(2, DisconnectAction::kHoldControls, sink_b).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  // Both answer tick 0 at once: tick 1 runs without waiting.
+  ASSERT_EQ(*session->ApplyControl(a, 0, {.acceleration_mps2 = 1.0}), ControlReceipt::kOnTime);
+  EXPECT_EQ(scheduler.RunDue(), 0);  // B has not answered.
+  ASSERT_EQ(*session->ApplyControl(b, 0, {}), ControlReceipt::kOnTime);
+  EXPECT_EQ(scheduler.RunDue(), 1);
+  EXPECT_EQ(session->Now().tick, 1u);
+  EXPECT_EQ(sink_a->last_tick, 1u);
+  // Only A answers tick 1: tick 2 waits the 100 ms timeout, and counts it.
+  ASSERT_TRUE(session->ApplyControl(a, 1, {}).ok());
+  RunFor(clock, scheduler, kMs, clock.NowNanos() + 99 * kMs);
+  EXPECT_EQ(session->Now().tick, 1u);
+  RunFor(clock, scheduler, kMs, clock.NowNanos() + 2 * kMs);
+  EXPECT_EQ(session->Now().tick, 2u);
+  EXPECT_EQ(session->Describe(false).clock_stats.barrier_timeouts, 1u);
+  // B's late answer to tick 1 is applied and counted late; one older than it is stale.
+  EXPECT_EQ(*session->ApplyControl(b, 1, {}), ControlReceipt::kLate);
+  EXPECT_EQ(*session->ApplyControl(b, 0, {}), ControlReceipt::kStale);
+  EXPECT_EQ(session->ApplyControl(b, 7, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  // A controller leaving: the other alone drives the barrier.
+  session->DetachController(b);
+  ASSERT_TRUE(session->ApplyControl(a, 2, {}).ok());
+  EXPECT_EQ(scheduler.RunDue(), 1);
+  EXPECT_EQ(session->Now().tick, 3u);
+}
+
+// A controller that leaves with kBrakeToStop: its vehicle brakes to exactly zero and stays.
+TEST(SessionClock, ADepartingControllerBrakesItsVehicleToAStop) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler, {});
+  sim::VehicleSpec spec;
+  spec.initial_speed_mps = 10.0;
+  ASSERT_TRUE(session->SpawnVehicles({spec}).ok());
+  auto sink = std::make_shared<CountingSink>();
+  const std::uint64_t handle = *session->AttachController(1, DisconnectAction::kBrakeToStop, sink);
+  EXPECT_EQ(session->SetControls({{.id = 1}}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  session->DetachController(handle);
+  // 10 m/s at the default 8 m/s² braking: 1.25 s = 63 ticks at 50 Hz, then it stands.
+  ASSERT_TRUE(session->Step(62, std::nullopt).ok());
+  EXPECT_GT(session->CurrentFrame()->vehicles[0].speed_mps, 0.0);
+  ASSERT_TRUE(session->Step(50, std::nullopt).ok());
+  EXPECT_EQ(session->CurrentFrame()->vehicles[0].speed_mps, 0.0);
+  const double x = session->CurrentFrame()->vehicles[0].pose.x_m;
+  ASSERT_TRUE(session->Step(50, std::nullopt).ok());
+  EXPECT_EQ(session->CurrentFrame()->vehicles[0].pose.x_m, x);
+  EXPECT_EQ(session->CurrentFrame()->vehicles[0].speed_mps, 0.0);
+}
+
 }  // namespace
 }  // namespace pitlane::session
