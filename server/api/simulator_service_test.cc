@@ -214,6 +214,40 @@ std::vector<BadRequest> BadRequests() {
        create([](auto& c) { c.set_max_vehicles(6); })},
       {"CreateUnknownClockMode", Code::INVALID_ARGUMENT, "config.clock_mode",
        create([](auto& c) { c.set_clock_mode(static_cast<v1::ClockMode>(99)); })},
+      {"CreateRealTimeFactorNaN", Code::INVALID_ARGUMENT, "config.real_time_factor",
+       create([](auto& c) {
+         c.set_clock_mode(v1::CLOCK_MODE_REALTIME);
+         c.set_real_time_factor(kNaN);
+       })},
+      {"CreateBarrierTimeoutTooLong", Code::INVALID_ARGUMENT, "config.barrier_timeout_s",
+       create([](auto& c) {
+         c.set_clock_mode(v1::CLOCK_MODE_BARRIER);
+         c.set_barrier_timeout_s(61.0);
+       })},
+      {"SetClockUnknownMode", Code::INVALID_ARGUMENT, "clock_mode",
+       [context](T&, Stub& stub, const std::string& id) {
+         v1::SetClockRequest request;
+         request.set_session_id(id);
+         request.set_clock_mode(static_cast<v1::ClockMode>(42));
+         v1::SetClockResponse response;
+         return stub.SetClock(context().get(), request, &response);
+       }},
+      {"SetClockNegativeFactor", Code::INVALID_ARGUMENT, "real_time_factor",
+       [context](T&, Stub& stub, const std::string& id) {
+         v1::SetClockRequest request;
+         request.set_session_id(id);
+         request.set_real_time_factor(-0.5);
+         v1::SetClockResponse response;
+         return stub.SetClock(context().get(), request, &response);
+       }},
+      {"SetClockZeroBarrierTimeout", Code::INVALID_ARGUMENT, "barrier_timeout_s",
+       [context](T&, Stub& stub, const std::string& id) {
+         v1::SetClockRequest request;
+         request.set_session_id(id);
+         request.set_barrier_timeout_s(0.0);
+         v1::SetClockResponse response;
+         return stub.SetClock(context().get(), request, &response);
+       }},
       {"CreateLongName", Code::INVALID_ARGUMENT, "config.name",
        create([](auto& c) { c.set_name(std::string(129, 'x')); })},
       {"CreateUnknownCollisionPolicy", Code::INVALID_ARGUMENT, "config.collision_policy",
