@@ -25,6 +25,12 @@ ABSL_FLAG(std::uint32_t, max_receive_message_mib, 64, "Largest request accepted,
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
 ABSL_FLAG(std::uint32_t, worker_threads, 0,
           "Threads that step REALTIME and BARRIER sessions; 0 = one per CPU core.");
+ABSL_FLAG(std::string, scenario, "",
+          "A scenario to create a session from at start, e.g. demo (shipped: demo, oval-race, "
+          "parking-lot, intersection, highway); empty for none.");
+ABSL_FLAG(std::string, scenario_dir, "",
+          "A directory of <name>.textproto scenarios that CreateSession may name, beside the "
+          "shipped ones.");
 ABSL_FLAG(double, session_idle_timeout, 3600.0,
           "Seconds a session may go without a client call or an open stream before it is "
           "deleted; 0 = never.");
@@ -70,6 +76,8 @@ int main(int argc, char** argv) {
   };
   options.max_receive_message_bytes =
       static_cast<int>(absl::GetFlag(FLAGS_max_receive_message_mib)) << 20;
+  options.scenario_dir = absl::GetFlag(FLAGS_scenario_dir);
+  options.startup_scenario = absl::GetFlag(FLAGS_scenario);
 
   auto server = pitlane::api::Server::Start(options);
   if (!server.ok()) {
@@ -86,6 +94,13 @@ int main(int argc, char** argv) {
       "  Health:  grpc.health.v1.Health/Check; reflection is on (grpcurl -plaintext %s list)\n"
       "  Stop:    Ctrl-C\n",
       (*server)->address().c_str(), (*server)->address().c_str(), (*server)->address().c_str());
+  if (!(*server)->startup_session_id().empty()) {
+    std::printf("  Scenario \"%s\" is running as session %s; watch it:\n"
+                "    PYTHONPATH=client/python /usr/bin/python3 client/python/examples/watch.py "
+                "--address %s --session %s\n",
+                options.startup_scenario.c_str(), (*server)->startup_session_id().c_str(),
+                (*server)->address().c_str(), (*server)->startup_session_id().c_str());
+  }
   std::fflush(stdout);
 
   int signal_number = 0;

@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/util/field_checks.h"
 
 namespace pitlane::api {
 namespace {
@@ -267,7 +269,116 @@ absl::StatusOr<session::SessionRequest> SessionRequestFromProto(const v1::Sessio
   for (const v1::ObstacleSpec& obstacle : config.obstacles()) {
     request.obstacles.push_back(ObstacleSpecFromProto(obstacle));
   }
+  std::vector<std::string> route_names;
+  for (int i = 0; i < config.tracks_size(); ++i) {
+    const v1::Track& track = config.tracks(i);
+    const std::string field = absl::StrCat("tracks[", i, "]");
+    if (track.name().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".name: required"));
+    }
+    if (std::find(route_names.begin(), route_names.end(), track.name()) != route_names.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".name: \"", track.name(), "\" names two tracks"));
+    }
+    route_names.push_back(track.name());
+    session::NamedRoute route{.name = track.name()};
+    route.route.closed = track.closed();
+    if (track.has_lane_width_m()) route.route.lane_width_m = track.lane_width_m();
+    for (const v1::Point2D& point : track.points()) {
+      route.route.points.push_back({.x_m = point.x_m(), .y_m = point.y_m()});
+    }
+    request.routes.push_back(std::move(route));
+  }
+  for (int i = 0; i < config.spawn_points_size(); ++i) {
+    const v1::SpawnPoint& point = config.spawn_points(i);
+    if (point.name().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("spawn_points[", i, "].name: required"));
+    }
+    request.spawn_points.push_back(
+        {.name = point.name(),
+         .pose = {point.pose().x_m(), point.pose().y_m(), point.pose().yaw_rad()}});
+  }
+  for (int i = 0; i < config.vehicles_size(); ++i) {
+    absl::StatusOr<sim::VehicleSpec> spec = VehicleSpecFromProto(config.vehicles(i), route_names);
+    if (!spec.ok()) return PrefixField(absl::StrCat("vehicles[", i, "]"), spec.status());
+    request.vehicles.push_back(*std::move(spec));
+  }
   return request;
+}
+
+absl::StatusOr<sim::DriverSpec> DriverFromProto(const v1::Driver& driver,
+                                                absl::Span<const std::string> route_names) {
+  switch (driver.driver_case()) {
+    case v1::Driver::kCruise: {
+      sim::CruiseDriverSpec cruise;
+      if (driver.cruise().has_target_speed_mps()) {
+        cruise.target_speed_mps = driver.cruise().target_speed_mps();
+      }
+      return cruise;
+    }
+    case v1::Driver::kRouteFollower: {
+      const v1::RouteFollower& follower = driver.route_follower();
+      const auto it = std::find(route_names.begin(), route_names.end(), follower.track());
+      if (it == route_names.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "route_follower.track: no track \"", follower.track(), "\" in the session (tracks: ",
+            route_names.empty() ? "none" : absl::StrJoin(route_names, ", "), ")"));
+      }
+      sim::RouteFollowerSpec out{.route = static_cast<std::uint32_t>(it - route_names.begin())};
+      if (follower.has_target_speed_mps()) out.target_speed_mps = follower.target_speed_mps();
+      if (follower.has_max_lateral_acceleration_mps2()) {
+        out.max_lateral_acceleration_mps2 = follower.max_lateral_acceleration_mps2();
+      }
+      if (follower.has_min_lookahead_m()) out.min_lookahead_m = follower.min_lookahead_m();
+      if (follower.has_lookahead_time_s()) out.lookahead_time_s = follower.lookahead_time_s();
+      if (follower.has_time_gap_s()) out.time_gap_s = follower.time_gap_s();
+      if (follower.has_standstill_gap_m()) out.standstill_gap_m = follower.standstill_gap_m();
+      switch (follower.style()) {
+        case v1::DRIVER_STYLE_UNSPECIFIED:
+        case v1::DRIVER_STYLE_NORMAL:
+          out.style = sim::DriverStyle::kNormal;
+          break;
+        case v1::DRIVER_STYLE_SPEEDER:
+          out.style = sim::DriverStyle::kSpeeder;
+          break;
+        case v1::DRIVER_STYLE_CAUTIOUS:
+          out.style = sim::DriverStyle::kCautious;
+          break;
+        case v1::DRIVER_STYLE_TURTLE:
+          out.style = sim::DriverStyle::kTurtle;
+          break;
+        default:
+          return UnknownEnum("route_follower.style", follower.style());
+      }
+      return out;
+    }
+    case v1::Driver::DRIVER_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError("driver: set cruise or route_follower");
+}
+
+void DriverToProto(const sim::DriverSpec& driver, absl::Span<const std::string> route_names,
+                   v1::Driver* out) {
+  if (const auto* cruise = std::get_if<sim::CruiseDriverSpec>(&driver)) {
+    out->mutable_cruise()->set_target_speed_mps(cruise->target_speed_mps);
+    return;
+  }
+  const auto& follower = std::get<sim::RouteFollowerSpec>(driver);
+  v1::RouteFollower* route = out->mutable_route_follower();
+  if (follower.route < route_names.size()) route->set_track(route_names[follower.route]);
+  route->set_target_speed_mps(follower.target_speed_mps);
+  route->set_max_lateral_acceleration_mps2(follower.max_lateral_acceleration_mps2);
+  route->set_min_lookahead_m(follower.min_lookahead_m);
+  route->set_lookahead_time_s(follower.lookahead_time_s);
+  route->set_time_gap_s(follower.time_gap_s);
+  route->set_standstill_gap_m(follower.standstill_gap_m);
+  switch (follower.style) {
+    case sim::DriverStyle::kNormal: route->set_style(v1::DRIVER_STYLE_NORMAL); break;
+    case sim::DriverStyle::kSpeeder: route->set_style(v1::DRIVER_STYLE_SPEEDER); break;
+    case sim::DriverStyle::kCautious: route->set_style(v1::DRIVER_STYLE_CAUTIOUS); break;
+    case sim::DriverStyle::kTurtle: route->set_style(v1::DRIVER_STYLE_TURTLE); break;
+  }
 }
 
 sim::ObstacleSpec ObstacleSpecFromProto(const v1::ObstacleSpec& spec) {
@@ -288,7 +399,13 @@ void ObstacleSpecToProto(const sim::ObstacleSpec& spec, v1::ObstacleSpec* out) {
   out->set_width_m(spec.width_m);
 }
 
-absl::StatusOr<sim::VehicleSpec> VehicleSpecFromProto(const v1::VehicleSpec& spec) {
+absl::StatusOr<sim::DriverSpec> DriverFromProto(const v1::Driver& driver,
+                                                absl::Span<const std::string> route_names);
+void DriverToProto(const sim::DriverSpec& driver, absl::Span<const std::string> route_names,
+                   v1::Driver* out);
+
+absl::StatusOr<sim::VehicleSpec> VehicleSpecFromProto(const v1::VehicleSpec& spec,
+                                                      absl::Span<const std::string> route_names) {
   sim::VehicleSpec out;
   out.name = spec.name();
   if (spec.has_length_m()) out.length_m = spec.length_m();
@@ -382,6 +499,11 @@ absl::StatusOr<sim::VehicleSpec> VehicleSpecFromProto(const v1::VehicleSpec& spe
     if (nearest.has_count()) out_nearest.count = nearest.count();
     if (nearest.has_radius_m()) out_nearest.radius_m = nearest.radius_m();
   }
+  if (spec.has_driver()) {
+    absl::StatusOr<sim::DriverSpec> driver = DriverFromProto(spec.driver(), route_names);
+    if (!driver.ok()) return PrefixField("driver", driver.status());
+    out.driver = *std::move(driver);
+  }
   return out;
 }
 
@@ -449,11 +571,32 @@ void SessionToProto(const session::SessionDescription& session, v1::SessionInfo*
   for (const sim::VehicleDescription& vehicle : session.vehicles) {
     v1::VehicleInfo* info = out->add_vehicles();
     info->set_vehicle_id(vehicle.id);
-    VehicleSpecToProto(vehicle.spec, info->mutable_spec());
+    VehicleSpecToProto(vehicle.spec, session.config.route_names, info->mutable_spec());
+  }
+  const std::vector<sim::Route>& routes = session.config.world.routes;
+  for (std::size_t i = 0; i < routes.size(); ++i) {
+    v1::Track* track = config->add_tracks();
+    track->set_name(i < session.config.route_names.size() ? session.config.route_names[i] : "");
+    track->set_closed(routes[i].closed);
+    track->set_lane_width_m(routes[i].lane_width_m);
+    for (const sim::RoutePoint& point : routes[i].points) {
+      v1::Point2D* out_point = track->add_points();
+      out_point->set_x_m(point.x_m);
+      out_point->set_y_m(point.y_m);
+    }
+  }
+  for (const session::SpawnPoint& point : session.config.spawn_points) {
+    v1::SpawnPoint* out_point = config->add_spawn_points();
+    out_point->set_name(point.name);
+    out_point->mutable_pose()->set_x_m(point.pose.x_m);
+    out_point->mutable_pose()->set_y_m(point.pose.y_m);
+    out_point->mutable_pose()->set_yaw_rad(point.pose.yaw_rad);
   }
 }
 
-void VehicleSpecToProto(const sim::VehicleSpec& spec, v1::VehicleSpec* out) {
+void VehicleSpecToProto(const sim::VehicleSpec& spec, absl::Span<const std::string> route_names,
+                        v1::VehicleSpec* out) {
+  if (spec.driver.has_value()) DriverToProto(*spec.driver, route_names, out->mutable_driver());
   out->set_name(spec.name);
   out->set_length_m(spec.length_m);
   out->set_width_m(spec.width_m);

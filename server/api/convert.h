@@ -6,7 +6,10 @@
 #ifndef PITLANE_SERVER_API_CONVERT_H_
 #define PITLANE_SERVER_API_CONVERT_H_
 
+#include <string>
+
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "pitlane/v1/simulator.pb.h"
 #include "server/session/session.h"
 #include "server/session/session_manager.h"
@@ -20,14 +23,17 @@ absl::StatusOr<session::SessionRequest> SessionRequestFromProto(const v1::Sessio
 // InvalidArgument ("clock_mode") for a value the enum does not have.
 absl::StatusOr<session::ClockMode> ClockModeFromProto(int mode);
 v1::ClockMode ClockModeToProto(session::ClockMode mode);
-absl::StatusOr<sim::VehicleSpec> VehicleSpecFromProto(const v1::VehicleSpec& spec);
+// `route_names`: the session's tracks, by index, for a driver that names its track.
+absl::StatusOr<sim::VehicleSpec> VehicleSpecFromProto(
+    const v1::VehicleSpec& spec, absl::Span<const std::string> route_names = {});
 sim::VehicleInput VehicleInputFromProto(const v1::VehicleControl& control);
 // Copies the fields; sim::CheckObstacleSpec validates them.
 sim::ObstacleSpec ObstacleSpecFromProto(const v1::ObstacleSpec& spec);
 
 void SimTimeToProto(const session::SimTime& time, v1::SimTime* out);
 void SessionToProto(const session::SessionDescription& session, v1::SessionInfo* out);
-void VehicleSpecToProto(const sim::VehicleSpec& spec, v1::VehicleSpec* out);
+void VehicleSpecToProto(const sim::VehicleSpec& spec, absl::Span<const std::string> route_names,
+                        v1::VehicleSpec* out);
 void ObstacleSpecToProto(const sim::ObstacleSpec& spec, v1::ObstacleSpec* out);
 void ContactToProto(const sim::Contact& contact, v1::Contact* out);
 void FrameToProto(const session::Frame& frame, v1::WorldState* out);

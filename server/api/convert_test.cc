@@ -63,7 +63,7 @@ TEST(VehicleSpecToProto, RoundTripsAResolvedSpec) {
                                          .rear_overhang_m = 0.7,
                                          .integrator = sim::BicycleIntegrator::kExactArc};
   v1::VehicleSpec proto;
-  VehicleSpecToProto(spec, &proto);
+  VehicleSpecToProto(spec, {}, &proto);
   const auto back = VehicleSpecFromProto(proto);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->name, "ego");

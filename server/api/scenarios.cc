@@ -81,7 +81,10 @@ absl::StatusOr<v1::SessionConfig> LoadScenario(absl::string_view name, const std
     return absl::NotFoundError(absl::StrCat("scenario: no scenario \"", name, "\" (shipped: ",
                                             absl::StrJoin(names, ", "), ")"));
   }
-  if (config.ok() && !config->scenario().empty()) {
+  if (!config.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("scenario: ", config.status().message()));
+  }
+  if (!config->scenario().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "scenario: scenario \"", name, "\" names another scenario (\"", config->scenario(),
         "\"); scenarios do not chain"));

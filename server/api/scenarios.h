@@ -26,7 +26,8 @@ absl::StatusOr<v1::SessionConfig> ParseScenario(absl::string_view source, absl::
 
 // The scenario `name`: <dir>/<name>.textproto if `dir` is set and the file exists, else the
 // shipped one. Errors: InvalidArgument for a name that is not a plain file name (letters,
-// digits, '-', '_'); NotFound ("scenario") for an unknown name; the parse errors above; a
+// digits, '-', '_'); NotFound ("scenario") for an unknown name; the parse errors above
+// (after "scenario: "); a
 // scenario that itself names a scenario is InvalidArgument (no chains).
 absl::StatusOr<v1::SessionConfig> LoadScenario(absl::string_view name, const std::string& dir);
 

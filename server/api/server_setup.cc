@@ -10,7 +10,7 @@ namespace pitlane::api {
 Server::Server(const ServerOptions& options)
     : scheduler_(&clock_, options.worker_threads),
       sessions_(options.limits, &scheduler_),
-      service_(sessions_) {}
+      service_(sessions_, options.scenario_dir) {}
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const ServerOptions& options, const std::vector<grpc::Service*>& extra_services) {
@@ -38,6 +38,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   server->address_ = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
   server->server_->GetHealthCheckService()->SetServingStatus(
       ::pitlane::v1::Simulator::service_full_name(), true);
+  if (!options.startup_scenario.empty()) {
+    v1::SessionConfig config;
+    config.set_scenario(options.startup_scenario);
+    absl::StatusOr<std::shared_ptr<session::Session>> session =
+        server->service_.CreateFromConfig(config);
+    if (!session.ok()) return session.status();
+    server->startup_session_id_ = (*session)->id();
+  }
   return server;
 }
 

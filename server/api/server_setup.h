@@ -27,6 +27,10 @@ struct ServerOptions {
   int max_receive_message_bytes = 64 << 20;
   // Threads that step REALTIME sessions (one queue, earliest deadline first).
   int worker_threads = 2;
+  // Where scenarios beside the shipped ones are read from ("" for none).
+  std::string scenario_dir;
+  // A scenario to create a session from at start ("" for none), e.g. "demo".
+  std::string startup_scenario;
 };
 
 class Server {
@@ -46,6 +50,8 @@ class Server {
   // The address actually bound, host:port, with the port resolved.
   const std::string& address() const { return address_; }
   int port() const { return port_; }
+  // The session made from options.startup_scenario ("" if none).
+  const std::string& startup_session_id() const { return startup_session_id_; }
   grpc::Server& grpc_server() { return *server_; }
   session::SessionManager& sessions() { return sessions_; }
 
@@ -59,6 +65,7 @@ class Server {
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   int port_ = 0;
+  std::string startup_session_id_;
   bool shut_down_ = false;
 };
 

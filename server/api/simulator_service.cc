@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/api/convert.h"
 #include "server/api/grpc_status.h"
+#include "server/api/scenarios.h"
 #include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
 
@@ -475,11 +476,36 @@ grpc::ServerUnaryReactor* SimulatorService::CreateSession(grpc::CallbackServerCo
                                                           const v1::CreateSessionRequest* request,
                                                           v1::CreateSessionResponse* response) {
   return FinishUnary(context, [&]() -> absl::Status {
-    const auto session_request = SessionRequestFromProto(request->config());
-    if (!session_request.ok()) return InField("config", session_request.status());
-    auto session = sessions_.Create(*session_request);
-    if (!session.ok()) return InField("config", session.status());
-    SessionToProto((*session)->Describe(/*with_vehicles=*/false), response->mutable_session());
+    ASSIGN_OR_RETURN(const auto session, CreateFromConfig(request->config()));
+    SessionToProto(session->Describe(/*with_vehicles=*/false), response->mutable_session());
+    return absl::OkStatus();
+  }());
+}
+
+absl::StatusOr<std::shared_ptr<session::Session>> SimulatorService::CreateFromConfig(
+    const v1::SessionConfig& config) {
+  v1::SessionConfig merged;
+  if (!config.scenario().empty()) {
+    absl::StatusOr<v1::SessionConfig> scenario = LoadScenario(config.scenario(), scenario_dir_);
+    if (!scenario.ok()) return PrefixField("config", scenario.status());
+    merged = *std::move(scenario);
+  }
+  merged.MergeFrom(config);
+  merged.clear_scenario();
+  const auto session_request = SessionRequestFromProto(merged);
+  if (!session_request.ok()) return InField("config", session_request.status());
+  auto session = sessions_.Create(*session_request);
+  if (!session.ok()) return InField("config", session.status());
+  return session;
+}
+
+grpc::ServerUnaryReactor* SimulatorService::ResetSession(grpc::CallbackServerContext* context,
+                                                         const v1::ResetSessionRequest* request,
+                                                         v1::ResetSessionResponse* response) {
+  return FinishUnary(context, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+    ASSIGN_OR_RETURN(const auto frame, session->Reset());
+    FrameToProto(*frame, response->mutable_state());
     return absl::OkStatus();
   }());
 }
@@ -526,7 +552,8 @@ grpc::ServerUnaryReactor* SimulatorService::SpawnVehicle(grpc::CallbackServerCon
     std::vector<sim::VehicleSpec> specs;
     specs.reserve(count);
     for (int i = 0; i < count; ++i) {
-      absl::StatusOr<sim::VehicleSpec> spec = VehicleSpecFromProto(request->vehicles(i));
+      absl::StatusOr<sim::VehicleSpec> spec =
+          VehicleSpecFromProto(request->vehicles(i), session->config().route_names);
       if (!spec.ok()) return PrefixField(absl::StrCat("vehicles[", i, "]"), spec.status());
       specs.push_back(*std::move(spec));
     }
@@ -649,7 +676,9 @@ grpc::ServerUnaryReactor* SimulatorService::GetState(grpc::CallbackServerContext
                                                      v1::GetStateResponse* response) {
   return FinishUnary(context, [&]() -> absl::Status {
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
-    FrameToProto(*session->CurrentFrame(), response->mutable_state());
+    const auto [frame, hash] = session->CurrentFrameAndHash();
+    FrameToProto(*frame, response->mutable_state());
+    response->set_state_hash(hash);
     return absl::OkStatus();
   }());
 }

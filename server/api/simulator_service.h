@@ -26,7 +26,15 @@ class SimulatorService final
           ::pitlane::v1::Simulator::CallbackService> {
  public:
   // `sessions` must outlive the service and the server it is registered with.
-  explicit SimulatorService(session::SessionManager& sessions) : sessions_(sessions) {}
+  // `scenario_dir`: where CreateSession looks for scenarios beside the shipped ones ("" for
+  // none).
+  SimulatorService(session::SessionManager& sessions, std::string scenario_dir)
+      : sessions_(sessions), scenario_dir_(std::move(scenario_dir)) {}
+
+  // A session from a config as CreateSession takes it (the scenario merged in first). Errors
+  // name the field under "config".
+  absl::StatusOr<std::shared_ptr<session::Session>> CreateFromConfig(
+      const v1::SessionConfig& config);
 
   grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* context,
                                           const v1::CreateSessionRequest* request,
@@ -58,6 +66,9 @@ class SimulatorService final
   grpc::ServerUnaryReactor* Step(grpc::CallbackServerContext* context,
                                  const v1::StepRequest* request,
                                  v1::StepResponse* response) override;
+  grpc::ServerUnaryReactor* ResetSession(grpc::CallbackServerContext* context,
+                                         const v1::ResetSessionRequest* request,
+                                         v1::ResetSessionResponse* response) override;
   grpc::ServerUnaryReactor* SetClock(grpc::CallbackServerContext* context,
                                      const v1::SetClockRequest* request,
                                      v1::SetClockResponse* response) override;
@@ -71,6 +82,7 @@ class SimulatorService final
 
  private:
   session::SessionManager& sessions_;
+  const std::string scenario_dir_;
 };
 
 }  // namespace pitlane::api

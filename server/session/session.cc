@@ -9,6 +9,24 @@
 
 namespace pitlane::session {
 
+absl::StatusOr<sim::World> BuildWorld(const SessionConfig& config) {
+  ASSIGN_OR_RETURN(sim::World world, sim::World::Create(config.world));
+  if (!config.obstacles.empty()) {
+    const absl::Status added = world.AddObstacles(config.obstacles).status();
+    // A limit error already names "obstacles"; a spec error names "[i].<field>".
+    RETURN_IF_ERROR(added.code() == absl::StatusCode::kResourceExhausted
+                        ? added
+                        : PrefixField("obstacles", added));
+  }
+  if (!config.vehicles.empty()) {
+    const absl::Status spawned = world.Spawn(config.vehicles).status();
+    RETURN_IF_ERROR(spawned.code() == absl::StatusCode::kResourceExhausted
+                        ? spawned
+                        : PrefixField("vehicles", spawned));
+  }
+  return world;
+}
+
 absl::Status CheckClockSettings(const ClockSettings& settings) {
   RETURN_IF_ERROR(
       CheckInRange("real_time_factor", settings.real_time_factor, 0.0, kMaxRealTimeFactor));
@@ -56,13 +74,7 @@ absl::StatusOr<ClockSettings> Session::SetClock(const ClockUpdate& update) {
           "clock_mode: this server runs no scheduler; only LOCKSTEP is available");
     }
     clock_ = settings;
-    if (PacedLocked()) {
-      const std::int64_t now_ns = scheduler_->clock().NowNanos();
-      AnchorLocked(now_ns);
-      next_run = clock_.mode == ClockMode::kBarrier
-                     ? barrier_deadline_ns_
-                     : now_ns + static_cast<std::int64_t>(period_ns_);
-    }
+    next_run = RestartPacingLocked();
   }
   // Outside the lock: a worker may be running this session and wait for it.
   if (scheduler_ != nullptr) {
@@ -73,6 +85,14 @@ absl::StatusOr<ClockSettings> Session::SetClock(const ClockUpdate& update) {
     }
   }
   return settings;
+}
+
+std::optional<std::int64_t> Session::RestartPacingLocked() {
+  if (!PacedLocked()) return std::nullopt;
+  const std::int64_t now_ns = scheduler_->clock().NowNanos();
+  AnchorLocked(now_ns);
+  return clock_.mode == ClockMode::kBarrier ? barrier_deadline_ns_
+                                            : now_ns + static_cast<std::int64_t>(period_ns_);
 }
 
 bool Session::PacedLocked() const {
@@ -332,6 +352,11 @@ absl::StatusOr<StepResult> Session::Step(std::uint32_t ticks,
   return result;
 }
 
+std::pair<std::shared_ptr<const Frame>, std::uint64_t> Session::CurrentFrameAndHash() const {
+  absl::MutexLock lock(&mu_);
+  return {MakeFrameLocked(), world_.StateHash()};
+}
+
 std::shared_ptr<const Frame> Session::CurrentFrame() const {
   absl::MutexLock lock(&mu_);
   return MakeFrameLocked();
@@ -420,6 +445,47 @@ void Session::Unsubscribe(std::uint64_t subscription) {
 std::size_t Session::subscriber_count() const {
   absl::MutexLock lock(&mu_);
   return subscribers_.size();
+}
+
+absl::StatusOr<std::shared_ptr<const Frame>> Session::Reset() {
+  // Built outside the lock: the config never changes, and a big world takes a while.
+  ASSIGN_OR_RETURN(sim::World world, BuildWorld(config_));
+  std::vector<Subscriber> ended;
+  std::shared_ptr<const Frame> frame;
+  std::optional<std::int64_t> next_run;
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckOpenLocked());
+    world_ = std::move(world);
+    braking_.clear();
+    // Controllers' vehicles are gone (and their ids will be reused): their streams end.
+    for (const Controller& controller : controllers_) {
+      const auto it = std::find_if(subscribers_.begin(), subscribers_.end(),
+                                   [&](const Subscriber& s) { return s.handle == controller.handle; });
+      if (it != subscribers_.end()) {
+        ended.push_back(std::move(*it));
+        subscribers_.erase(it);
+      }
+    }
+    controllers_.clear();
+    frame = MakeFrameLocked();
+    // Every subscriber gets the tick-0 frame, as a new subscriber would (events of tick 0).
+    for (Subscriber& subscriber : subscribers_) {
+      FrameEvents events;
+      for (const sim::Contact& contact : world_.contacts()) {
+        events.events.push_back({.tick = 0, .phase = sim::ContactPhase::kBegan, .contact = contact});
+      }
+      subscriber.pending = {};
+      subscriber.sink->OnFrame(frame, std::move(events));
+    }
+    next_run = RestartPacingLocked();
+  }
+  for (const Subscriber& subscriber : ended) {
+    subscriber.sink->OnSessionClosed(
+        absl::NotFoundError("vehicle_id: the session was reset; its vehicles are new"));
+  }
+  if (next_run.has_value()) ScheduleAt(*next_run);
+  return frame;
 }
 
 void Session::Touch() {

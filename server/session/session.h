@@ -89,12 +89,33 @@ struct ClockStats {
   std::uint64_t barrier_timeouts = 0;
 };
 
-// A session as a client configures it (after the api layer filled in defaults).
+// A route with the name clients gave it (drivers refer to routes by index in the core).
+struct NamedRoute {
+  std::string name;
+  sim::Route route;
+};
+
+// A named pose where clients may put their vehicles.
+struct SpawnPoint {
+  std::string name;
+  sim::Pose2 pose;
+};
+
+// A session as a client configures it (after the api layer filled in defaults): everything
+// needed to build its world at tick 0, at creation and at every reset.
 struct SessionConfig {
   std::string name;                   // Label, at most sim::kMaxNameBytes bytes.
-  sim::WorldSpec world;               // Tick rate, seed, vehicle limit.
+  sim::WorldSpec world;               // Tick rate, seed, vehicle limit, walls, routes.
   ClockSettings clock;                // At creation; SetClock changes it.
+  std::vector<sim::ObstacleSpec> obstacles;  // Placed at tick 0.
+  std::vector<sim::VehicleSpec> vehicles;    // Spawned at tick 0, with their drivers.
+  std::vector<std::string> route_names;      // Of world.routes, in order.
+  std::vector<SpawnPoint> spawn_points;
 };
+
+// The world of `config` at tick 0: created, its obstacles placed, its vehicles spawned.
+// InvalidArgument naming the field ("obstacles[2].length_m", "vehicles[0].driver.route").
+absl::StatusOr<sim::World> BuildWorld(const SessionConfig& config);
 
 // Checks `settings` (real_time_factor in range). InvalidArgument naming the field.
 absl::Status CheckClockSettings(const ClockSettings& settings);
@@ -181,6 +202,8 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   Session& operator=(const Session&) = delete;
 
   const std::string& id() const { return id_; }
+  // As created (the clock in it is the initial one; Describe has the current clock).
+  const SessionConfig& config() const { return config_; }
 
   // Starts the clock if it is paced (a REALTIME session not paused).
   void Start();
@@ -218,6 +241,8 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
 
   // The current frame.
   std::shared_ptr<const Frame> CurrentFrame() const;
+  // The current frame and the world's StateHash, of the same tick.
+  std::pair<std::shared_ptr<const Frame>, std::uint64_t> CurrentFrameAndHash() const;
   SessionDescription Describe(bool with_vehicles) const;
   SimTime Now() const;
   std::uint64_t StateHash() const;
@@ -246,6 +271,12 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // Detaches a controller, applying its disconnect action. Unknown handles are ignored.
   void DetachController(std::uint64_t handle);
   std::size_t subscriber_count() const;
+
+  // Back to tick 0 as created (BuildWorld of the config; same seed): vehicles spawned and
+  // controls set since are gone. Subscribers get the new tick-0 frame; controllers' streams
+  // end (their vehicles are gone) with NotFound. The clock keeps its mode, paced from now.
+  // Returns the new frame.
+  absl::StatusOr<std::shared_ptr<const Frame>> Reset();
 
   // Closes the session: tells every subscriber (with `reason`), drops them, and fails later
   // calls with NotFound. Idempotent. Returns the final time.
@@ -277,6 +308,9 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // One tick of the world, published to the subscribers; appends its transitions to `events`
   // if not null.
   std::shared_ptr<const Frame> TickLocked(FrameEvents* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // If the clock is paced: restarts its pacing from now at the current tick and returns when
+  // the session should next run; nullopt otherwise.
+  std::optional<std::int64_t> RestartPacingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Restarts pacing at `now_ns` from the current tick.
   void AnchorLocked(std::int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::int64_t DeadlineLocked(std::uint64_t tick) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

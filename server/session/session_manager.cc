@@ -87,20 +87,20 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
                 .collision_policy = request.collision_policy,
                 .bounds = request.bounds},
       .clock = request.clock,
+      .obstacles = request.obstacles,
+      .vehicles = request.vehicles,
+      .spawn_points = request.spawn_points,
   };
+  for (const NamedRoute& route : request.routes) {
+    config.world.routes.push_back(route.route);
+    config.route_names.push_back(route.name);
+  }
   RETURN_IF_ERROR(CheckClockSettings(config.clock));
   if (config.clock.mode != ClockMode::kLockstep && scheduler_ == nullptr) {
     return absl::FailedPreconditionError(
         "clock_mode: this server runs no scheduler; only LOCKSTEP is available");
   }
-  ASSIGN_OR_RETURN(sim::World world, sim::World::Create(config.world));
-  if (!request.obstacles.empty()) {
-    const absl::Status added = world.AddObstacles(request.obstacles).status();
-    // A limit error already names "obstacles"; a spec error names "[i].<field>".
-    RETURN_IF_ERROR(added.code() == absl::StatusCode::kResourceExhausted
-                        ? added
-                        : PrefixField("obstacles", added));
-  }
+  ASSIGN_OR_RETURN(sim::World world, BuildWorld(config));
 
   const double tick_rate_hz = config.world.tick_rate_hz;
   std::shared_ptr<Session> session;

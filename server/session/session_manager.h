@@ -37,6 +37,9 @@ struct SessionRequest {
   sim::CollisionPolicy collision_policy = sim::CollisionPolicy::kReport;
   std::optional<sim::WorldBounds> bounds;      // No walls when unset.
   std::vector<sim::ObstacleSpec> obstacles;    // Placed at tick 0.
+  std::vector<sim::VehicleSpec> vehicles;      // Spawned at tick 0.
+  std::vector<NamedRoute> routes;              // For the built-in drivers, by index.
+  std::vector<SpawnPoint> spawn_points;
 };
 
 inline constexpr double kDefaultTickRate_hz = 50.0;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "server/sim/drivers.h"
 #include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
 
@@ -231,7 +232,10 @@ absl::Status ResolveVehicleSpec(VehicleSpec& spec) {
                      spec.initial_speed_mps));
   }
   const double max_reverse = spec.limits.max_reverse_speed_mps.value_or(0.0);
-  return CheckInRange("initial_speed_mps", spec.initial_speed_mps, -max_reverse, max_forward);
+  RETURN_IF_ERROR(
+      CheckInRange("initial_speed_mps", spec.initial_speed_mps, -max_reverse, max_forward));
+  if (spec.driver.has_value()) RETURN_IF_ERROR(CheckDriverSpec(*spec.driver, spec.limits, kind));
+  return absl::OkStatus();
 }
 
 VehicleLimits LimitsOf(const VehicleSpec& resolved) {

@@ -13,6 +13,7 @@
 #include "server/sim/geometry.h"
 #include "server/sim/ids.h"
 #include "server/sim/axle_drive.h"
+#include "server/sim/driver_spec.h"
 #include "server/sim/force_based.h"
 #include "server/sim/four_wheel.h"
 #include "server/sim/model_common.h"
@@ -111,6 +112,9 @@ struct VehicleSpec {
   // Sensors, off unless set: large worlds pay only for the vehicles that sense.
   std::optional<RangeScanSpec> range_scan = {};
   std::optional<NearestObjectsSpec> nearest_objects = {};
+  // A built-in driver (drivers.h), which then sets the vehicle's controls every tick: clients
+  // cannot (World::SetInputs fails). Unset: clients drive it.
+  std::optional<DriverSpec> driver = {};
 };
 
 inline constexpr std::size_t kMaxNameBytes = 128;
@@ -125,8 +129,9 @@ inline constexpr double kMaxSteeringRateLimit_radps = 100.0;
 
 // Checks every field of `spec` and fills in the defaults that depend on other fields.
 // Returns InvalidArgument naming the offending field by its wire name (e.g. "length_m",
-// "kinematic_bicycle.wheelbase_m", "limits.max_speed_mps") on any non-finite or
-// out-of-domain value, or a limit the model does not use.
+// "kinematic_bicycle.wheelbase_m", "limits.max_speed_mps",
+// "driver.route_follower.target_speed_mps") on any non-finite or out-of-domain value, or a
+// limit the model does not use. A route follower's route is checked by the world it joins.
 absl::Status ResolveVehicleSpec(VehicleSpec& spec);
 
 // The limits of a resolved spec, with the ones its model ignores at their defaults.

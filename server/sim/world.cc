@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/base/macros.h"
 #include "absl/strings/str_cat.h"
 #include "server/sim/sensors.h"
 #include "server/util/field_checks.h"
@@ -36,6 +37,15 @@ class Fnv1a {
   std::uint64_t hash_ = 0xcbf29ce484222325ULL;
 };
 
+// What a driver sees of the vehicle at table row `row`.
+DriverView DriverViewOf(const VehicleTable& table, std::size_t row) {
+  return DriverView{.x_m = table.x_m[row],
+                    .y_m = table.y_m[row],
+                    .cos_yaw = table.cos_yaw[row],
+                    .sin_yaw = table.sin_yaw[row],
+                    .speed_mps = table.speed_mps[row]};
+}
+
 }  // namespace
 
 absl::StatusOr<World> World::Create(const WorldSpec& spec) {
@@ -45,6 +55,23 @@ absl::StatusOr<World> World::Create(const WorldSpec& spec) {
     return absl::InvalidArgumentError("max_vehicles: must be >= 1, got 0");
   }
   if (spec.bounds.has_value()) RETURN_IF_ERROR(PrefixField("bounds", CheckWorldBounds(*spec.bounds)));
+  if (spec.routes.size() > kMaxRoutes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("routes: at most ", kMaxRoutes, " routes, got ", spec.routes.size()));
+  }
+  std::size_t points = 0;
+  for (const Route& route : spec.routes) points += route.points.size();
+  if (points > kMaxRoutePointsPerWorld) {
+    return absl::InvalidArgumentError(absl::StrCat("routes: at most ", kMaxRoutePointsPerWorld,
+                                                   " points over all routes, got ", points));
+  }
+  std::vector<RouteParams> routes;
+  routes.reserve(spec.routes.size());
+  for (std::size_t i = 0; i < spec.routes.size(); ++i) {
+    absl::StatusOr<RouteParams> route = MakeRouteParams(spec.routes[i]);
+    if (!route.ok()) return PrefixField(absl::StrCat("routes[", i, "]"), route.status());
+    routes.push_back(*std::move(route));
+  }
   return World(WorldParams{
       .tick_rate_hz = spec.tick_rate_hz,
       .dt_s = 1.0 / spec.tick_rate_hz,
@@ -52,6 +79,7 @@ absl::StatusOr<World> World::Create(const WorldSpec& spec) {
       .max_vehicles = spec.max_vehicles,
       .collision_policy = spec.collision_policy,
       .bounds = spec.bounds,
+      .routes = std::move(routes),
   });
 }
 
@@ -60,6 +88,14 @@ absl::StatusOr<std::vector<VehicleId>> World::Spawn(absl::Span<const VehicleSpec
   std::vector<VehicleSpec> resolved(specs.begin(), specs.end());
   for (std::size_t i = 0; i < resolved.size(); ++i) {
     RETURN_IF_ERROR(IndexedError(i, ResolveVehicleSpec(resolved[i])));
+    const auto* follower = resolved[i].driver.has_value()
+                               ? std::get_if<RouteFollowerSpec>(&*resolved[i].driver)
+                               : nullptr;
+    if (follower != nullptr && follower->route >= params_.routes.size()) {
+      return IndexedError(i, absl::InvalidArgumentError(absl::StrCat(
+                                 "driver.route_follower.route: no route ", follower->route,
+                                 " (the world has ", params_.routes.size(), ")")));
+    }
   }
   if (vehicle_count() + resolved.size() > params_.max_vehicles) {
     return absl::ResourceExhaustedError(
@@ -96,6 +132,17 @@ absl::StatusOr<std::vector<VehicleId>> World::Spawn(absl::Span<const VehicleSpec
       table.slots[row] = static_cast<std::uint32_t>(fleet.size());
       fleet.Append(row, spec, params_.dt_s, table);
     });
+    if (spec.driver.has_value()) {
+      DrivenVehicle& driven = state_.drivers.emplace_back(DrivenVehicle{
+          .row = row,
+          .spec = *spec.driver,
+          .vehicle = MakeDriverVehicleParams(spec, params_.dt_s),
+      });
+      if (const auto* follower = std::get_if<RouteFollowerSpec>(&driven.spec)) {
+        driven.route = StartFollowing(params_.routes[follower->route], driven.vehicle,
+                                      DriverViewOf(table, row));
+      }
+    }
     ids.push_back(id);
   }
   cell_size_stale_ = vehicle_grid_stale_ = true;
@@ -123,6 +170,9 @@ absl::Status World::Remove(VehicleId id) {
   for (std::size_t i = row; i < table.size(); ++i) {
     if (table.kinds[i] == kind) --table.slots[i];
   }
+  const std::ptrdiff_t driver = DriverOf(row);
+  if (driver >= 0) state_.drivers.erase(state_.drivers.begin() + driver);
+  for (DrivenVehicle& driven : state_.drivers) driven.row -= driven.row > row ? 1 : 0;
   cell_size_stale_ = vehicle_grid_stale_ = true;
   return absl::OkStatus();
 }
@@ -185,6 +235,10 @@ absl::Status World::SetInputs(absl::Span<const VehicleInput> inputs) {
       return IndexedError(i, absl::NotFoundError(absl::StrCat("vehicle_id: no vehicle ", input.id,
                                                               " in this world")));
     }
+    if (DriverOf(static_cast<std::size_t>(index)) >= 0) {
+      return IndexedError(i, absl::FailedPreconditionError(absl::StrCat(
+                                 "vehicle_id: vehicle ", input.id, " has a built-in driver")));
+    }
     RETURN_IF_ERROR(IndexedError(i, CheckControls(table.kinds[index], input)));
     if (!seen.insert(input.id).second) {
       return IndexedError(i, absl::InvalidArgumentError(absl::StrCat(
@@ -200,6 +254,57 @@ absl::Status World::SetInputs(absl::Span<const VehicleInput> inputs) {
                         [&](auto& fleet) { fleet.SetControls(slot, inputs[i]); });
   }
   return absl::OkStatus();
+}
+
+std::ptrdiff_t World::DriverOf(std::size_t row) const {
+  const auto it = std::lower_bound(
+      state_.drivers.begin(), state_.drivers.end(), row,
+      [](const DrivenVehicle& driven, std::size_t wanted) { return driven.row < wanted; });
+  if (it == state_.drivers.end() || it->row != row) return -1;
+  return it - state_.drivers.begin();
+}
+
+void World::DriveVehicles() {
+  const VehicleTable& table = state_.vehicles;
+  // Where every route follower is on its route (crashed ones too: they block the way), then
+  // the vehicle ahead of each.
+  occupants_.clear();
+  leaders_.assign(state_.drivers.size(), std::nullopt);
+  for (std::size_t k = 0; k < state_.drivers.size(); ++k) {
+    DrivenVehicle& driven = state_.drivers[k];
+    const auto* follower = std::get_if<RouteFollowerSpec>(&driven.spec);
+    if (follower == nullptr) continue;
+    TrackRoute(params_.routes[follower->route], driven.vehicle, DriverViewOf(table, driven.row),
+               driven.route);
+    occupants_.push_back(RouteOccupant{.route = follower->route,
+                                       .s_m = driven.route.s_m,
+                                       .front_m = driven.vehicle.front_m,
+                                       .rear_m = driven.vehicle.rear_m,
+                                       .speed_mps = table.speed_mps[driven.row],
+                                       .index = static_cast<std::uint32_t>(k)});
+  }
+  if (!occupants_.empty()) FindLeaders(params_.routes, occupants_, absl::MakeSpan(leaders_));
+
+  // Each driver's intent, as controls its model takes.
+  for (std::size_t k = 0; k < state_.drivers.size(); ++k) {
+    DrivenVehicle& driven = state_.drivers[k];
+    const std::uint32_t row = driven.row;
+    if (table.crashed[row] != 0) continue;
+    const DriverView view = DriverViewOf(table, row);
+    DriverIntent intent;
+    if (const auto* follower = std::get_if<RouteFollowerSpec>(&driven.spec)) {
+      intent = RouteFollowerIntent(*follower, params_.routes[follower->route], driven.vehicle,
+                                   view, leaders_[k], driven.route);
+    } else {
+      intent = CruiseIntent(std::get<CruiseDriverSpec>(driven.spec), driven.vehicle,
+                            view.speed_mps);
+    }
+    const VehicleInput input =
+        ControlsForIntent(driven.vehicle, table.ids[row], intent, view.speed_mps);
+    ABSL_ASSERT(CheckControls(table.kinds[row], input).ok());
+    const std::uint32_t slot = table.slots[row];
+    state_.fleets.Visit(table.kinds[row], [&](auto& fleet) { fleet.SetControls(slot, input); });
+  }
 }
 
 void World::RefreshStaticIndex() {
@@ -235,7 +340,9 @@ void World::Step(std::vector<ContactEvent>* transitions) {
   const std::size_t n = table.size();
   const bool stop_on_contact = params_.collision_policy == CollisionPolicy::kStop;
   // Inputs: the held controls in state_ apply as they are; clients change them only between
-  // ticks (SetInputs).
+  // ticks (SetInputs). The built-in drivers set theirs here, from the state at the start of
+  // the tick.
+  if (!state_.drivers.empty()) DriveVehicles();
 
   // Poses at the start of the tick, to sweep vehicles against obstacles.
   previous_poses_.clear();
@@ -392,6 +499,14 @@ std::uint64_t World::StateHash() const {
       hash.AddColumn(fleet.states);
     }
   });
+  // The drivers' own state: where each follower is on its route (their controls are among
+  // the fleets' inputs above).
+  static_assert(std::is_trivially_copyable_v<RouteFollowerState> &&
+                sizeof(RouteFollowerState) == 2 * sizeof(std::uint32_t) + 2 * sizeof(double));
+  for (const DrivenVehicle& driven : state_.drivers) {
+    hash.Add(&driven.row, sizeof(driven.row));
+    hash.Add(&driven.route, sizeof(driven.route));
+  }
   hash.Add(&state_.next_obstacle_id, sizeof(state_.next_obstacle_id));
   for (const Obstacle& obstacle : state_.obstacles) {
     hash.Add(&obstacle.id, sizeof(obstacle.id));

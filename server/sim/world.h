@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -14,6 +15,7 @@
 #include "absl/types/span.h"
 #include "server/sim/collision_stage.h"
 #include "server/sim/contacts.h"
+#include "server/sim/drivers.h"
 #include "server/sim/fleet.h"
 #include "server/sim/obstacle.h"
 #include "server/sim/vehicle.h"
@@ -46,6 +48,9 @@ struct WorldSpec {
   std::uint32_t max_vehicles = 1;  // Most vehicles alive at once, >= 1.
   CollisionPolicy collision_policy = CollisionPolicy::kReport;
   std::optional<WorldBounds> bounds = {};  // Walls around the world; none when unset.
+  // Routes for the built-in drivers (RouteFollowerSpec::route indexes them): at most
+  // kMaxRoutes, with at most kMaxRoutePointsPerWorld points over all of them.
+  std::vector<Route> routes = {};
 };
 
 // Validated, immutable parameters of a world.
@@ -56,6 +61,16 @@ struct WorldParams {
   std::uint32_t max_vehicles = 1;
   CollisionPolicy collision_policy = CollisionPolicy::kReport;
   std::optional<WorldBounds> bounds = {};
+  std::vector<RouteParams> routes;  // The spec's routes with their geometry precomputed.
+};
+
+// A vehicle driven by a built-in driver: what the driver knows of it, and where it is on its
+// route (route followers).
+struct DrivenVehicle {
+  std::uint32_t row = 0;  // The vehicle's row in the VehicleTable.
+  DriverSpec spec;        // As resolved at spawn.
+  DriverVehicleParams vehicle;
+  RouteFollowerState route;  // Route followers only.
 };
 
 // The state of a world: everything that changes as it runs.
@@ -67,6 +82,8 @@ struct WorldState {
   Fleets fleets;          // Each model's state of its vehicles.
   std::vector<Obstacle> obstacles;  // By ascending id.
   std::vector<Contact> contacts;    // In effect at `tick`, by pair.
+  // The vehicles with a built-in driver, by ascending id (so by ascending row).
+  std::vector<DrivenVehicle> drivers;
   // Totals over the vehicles alive: range_scan.beam_count and nearest_objects.count.
   std::uint64_t scan_beams = 0;
   std::uint64_t nearest_object_slots = 0;
@@ -81,7 +98,7 @@ struct VehicleDescription {
 class World {
  public:
   // Validates `spec`. InvalidArgument names the field ("tick_rate_hz", "max_vehicles",
-  // "bounds.max_x_m").
+  // "bounds.max_x_m", "routes[2].points[5].x_m", "routes[0].lane_width_m").
   static absl::StatusOr<World> Create(const WorldSpec& spec);
 
   const WorldParams& params() const { return params_; }
@@ -92,8 +109,9 @@ class World {
   const WorldState& state() const { return state_; }
 
   // Adds every vehicle of `specs` at the current tick, or none. Returns their new ids in
-  // order. Errors: InvalidArgument naming "[i].<field>" for the first invalid spec;
-  // ResourceExhausted if the world would exceed max_vehicles, kMaxScanBeamsPerWorld or
+  // order. Errors: InvalidArgument naming "[i].<field>" for the first invalid spec (a route
+  // follower's route must exist: "[i].driver.route_follower.route: no route 3 (the world has
+  // 2)"); ResourceExhausted if the world would exceed max_vehicles, kMaxScanBeamsPerWorld or
   // kMaxNearestObjectsPerWorld.
   absl::StatusOr<std::vector<VehicleId>> Spawn(absl::Span<const VehicleSpec> specs);
 
@@ -114,13 +132,15 @@ class World {
   // clamped to each vehicle's limits. A crashed vehicle accepts and ignores them. Errors,
   // naming "[i].<field>" of the first bad entry: InvalidArgument for a value CheckControls
   // rejects (non-finite, a pedal outside [0, 1], a field the vehicle's model does not use)
-  // or a vehicle named twice; NotFound for an id that is not alive.
+  // or a vehicle named twice; NotFound for an id that is not alive; FailedPrecondition for a
+  // vehicle with a built-in driver ("[i].vehicle_id: vehicle 4 has a built-in driver").
   absl::Status SetInputs(absl::Span<const VehicleInput> inputs);
 
-  // Advances the world by one tick, in stages: vehicle dynamics with the held inputs, the
-  // collision stage (see collision_stage.h), the response the policy asks for, and contact
-  // events. Appends to `transitions` (if not null) the tick's kBegan and kEnded events in
-  // pair order. Never fails.
+  // Advances the world by one tick, in stages: the built-in drivers set their vehicles'
+  // controls (from the state at the start of the tick, in id order), vehicle dynamics with the
+  // held inputs, the collision stage (see collision_stage.h), the response the policy asks
+  // for, and contact events. Appends to `transitions` (if not null) the tick's kBegan and
+  // kEnded events in pair order. Never fails.
   void Step(std::vector<ContactEvent>* transitions = nullptr);
 
   // The model and signed speed of a vehicle alive; nullopt otherwise. O(log n).
@@ -140,8 +160,12 @@ class World {
   std::uint64_t StateHash() const;
 
  private:
-  explicit World(const WorldParams& params) : params_(params) {}
+  explicit World(WorldParams params) : params_(std::move(params)) {}
 
+  // The drivers' stage of Step: every driven vehicle's controls for the coming tick.
+  void DriveVehicles();
+  // Index into state_.drivers of the vehicle at table row `row`, or -1 if no driver drives it.
+  std::ptrdiff_t DriverOf(std::size_t row) const;
   // Brings scene_'s cell size and obstacle grid up to date with the state.
   void RefreshStaticIndex();
   // Halts the vehicle at table row `row` for good (policy kStop).
@@ -162,6 +186,8 @@ class World {
   std::vector<Contact> contacts_;
   std::vector<EarlyContact> early_contacts_;
   std::vector<ContactEvent> transitions_;
+  std::vector<RouteOccupant> occupants_;
+  std::vector<std::optional<RouteLeader>> leaders_;
 };
 
 }  // namespace pitlane::sim

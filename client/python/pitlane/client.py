@@ -371,13 +371,14 @@ class Client:
         tick_rate_hz: Optional[float] = None,
         seed: int = 0,
         max_vehicles: Optional[int] = None,
-        collision_policy: str = "report",
+        collision_policy: Optional[str] = None,
         bounds: Optional[tuple[float, float, float, float]] = None,
         obstacles: Sequence[pb.ObstacleSpec] = (),
-        clock_mode: str = "lockstep",
+        clock_mode: Optional[str] = None,
         real_time_factor: Optional[float] = None,
         paused: bool = False,
         barrier_timeout_s: Optional[float] = None,
+        scenario: str = "",
     ) -> pb.SessionInfo:
         """Creates a session.
 
@@ -389,7 +390,8 @@ class Client:
             max_vehicles: Vehicle cap; None: the server's limit.
             collision_policy: "report" (vehicles drive through each other;
                 contacts are reported) or "stop" (a vehicle in contact
-                halts and is marked crashed).
+                halts and is marked crashed); None: the scenario's, or
+                "report".
             bounds: (min_x_m, min_y_m, max_x_m, max_y_m): walls around the
                 world; None: no walls.
             obstacles: Static obstacles placed at tick 0 (see
@@ -397,13 +399,18 @@ class Client:
             clock_mode: "lockstep" (time moves only in ``step``),
                 "realtime" (the server steps the session at tick_rate_hz x
                 real_time_factor) or "barrier" (each tick waits for every
-                attached controller, see ``drive``).
+                attached controller, see ``drive``); None: the scenario's,
+                or "lockstep".
             real_time_factor: realtime: simulated seconds per wall-clock
                 second, in [0, 1000] (0: as fast as possible); None: 1.
             paused: realtime and barrier: create it paused (see
                 ``set_clock``).
             barrier_timeout_s: barrier: the longest a tick waits for the
                 controllers, seconds; None: 0.5.
+            scenario: Start from a scenario ("demo", "oval-race", ...; see
+                docs/scenarios.md): its tracks, obstacles and AI cars, with the
+                other arguments applied over it (those left at their defaults
+                keep the scenario's values).
 
         Returns:
             The new SessionInfo (tick 0, no vehicles, defaults filled in).
@@ -411,7 +418,7 @@ class Client:
         Raises:
             ValueError: Unknown collision policy or clock mode name.
         """
-        if collision_policy not in _COLLISION_POLICIES:
+        if collision_policy is not None and collision_policy not in _COLLISION_POLICIES:
             raise ValueError(
                 f"collision_policy must be one of {sorted(_COLLISION_POLICIES)}, "
                 f"got {collision_policy!r}"
@@ -419,11 +426,15 @@ class Client:
         config = pb.SessionConfig(
             name=name,
             seed=seed,
-            collision_policy=_COLLISION_POLICIES[collision_policy],
             obstacles=obstacles,
-            clock_mode=_clock_mode(clock_mode),
             paused=paused,
+            scenario=scenario,
         )
+        # Unset (None), they keep the scenario's values, or the server's defaults.
+        if collision_policy is not None:
+            config.collision_policy = _COLLISION_POLICIES[collision_policy]
+        if clock_mode is not None:
+            config.clock_mode = _clock_mode(clock_mode)
         if real_time_factor is not None:
             config.real_time_factor = real_time_factor
         if barrier_timeout_s is not None:
@@ -505,6 +516,20 @@ class Client:
                 pb.ListSessionsRequest(), timeout=self.timeout_s
             ).sessions
         )
+
+    def reset_session(self, session_id: str) -> pb.WorldState:
+        """Puts a session back to tick 0 as created (its scenario's cars and
+        obstacles, the same seed); returns the state at tick 0."""
+        return self.stub.ResetSession(
+            pb.ResetSessionRequest(session_id=session_id), timeout=self.timeout_s
+        ).state
+
+    def state_hash(self, session_id: str) -> int:
+        """A hash of every bit of the session's state (equal states, equal
+        hashes): for checking that a run reproduces."""
+        return self.stub.GetState(
+            pb.GetStateRequest(session_id=session_id), timeout=self.timeout_s
+        ).state_hash
 
     def delete_session(self, session_id: str) -> pb.SimTime:
         """Deletes a session; returns its clock at deletion."""
