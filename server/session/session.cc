@@ -238,6 +238,10 @@ absl::StatusOr<std::uint64_t> Session::AttachController(sim::VehicleId vehicle,
       return absl::NotFoundError(
           absl::StrCat("vehicle_id: no vehicle ", vehicle, " in session ", id_));
     }
+    if (world_.HasDriver(vehicle)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "vehicle_id: vehicle ", vehicle, " has a built-in driver; it takes no controller"));
+    }
     for (const Controller& controller : controllers_) {
       if (controller.vehicle == vehicle) {
         return absl::AlreadyExistsError(absl::StrCat(

@@ -409,6 +409,11 @@ void World::Step(std::vector<ContactEvent>* transitions) {
   state_.contacts.swap(contacts_);
 }
 
+bool World::HasDriver(VehicleId id) const {
+  const std::ptrdiff_t row = state_.vehicles.Find(id);
+  return row >= 0 && DriverOf(static_cast<std::size_t>(row)) >= 0;
+}
+
 std::optional<World::Motion> World::MotionOf(VehicleId id) const {
   const std::ptrdiff_t row = state_.vehicles.Find(id);
   if (row < 0) return std::nullopt;

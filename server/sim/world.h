@@ -150,6 +150,8 @@ class World {
   };
   std::optional<Motion> MotionOf(VehicleId id) const;
   bool Contains(VehicleId id) const { return state_.vehicles.Find(id) >= 0; }
+  // Whether vehicle `id` is alive and driven by a built-in driver.
+  bool HasDriver(VehicleId id) const;
 
   // Every vehicle alive, by ascending id, with the readings of the sensors it carries.
   std::vector<VehicleSnapshot> Snapshot() const;

@@ -39,6 +39,12 @@ def test_shipped_scenarios_load_by_name_with_overrides(client, new_session):
     assert car == 2
     assert_rpc_error(lambda: client.set_controls(sid, {1: (1.0, 0.0)}),
                      grpc.StatusCode.FAILED_PRECONDITION, "built-in driver")
+    driver = client.drive(sid, 1)
+    with pytest.raises(grpc.RpcError) as info:
+        driver.observe()
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "built-in driver" in info.value.details()
+    driver.close()
 
 
 def test_reset_and_the_state_hash_reproduce_a_run(client, new_session):
