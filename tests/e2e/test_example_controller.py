@@ -128,7 +128,11 @@ def test_barrier_never_applies_a_control_late(runs):
 def test_realtime_ticks_at_50_hz_of_wall_time(runs):
     s = runs("realtime")
     assert s["wall_s"] <= 3.0
-    assert abs(s["ticks"] - RATE * s["wall_s"]) <= REALTIME_TICK_SLACK, s["wall_s"]
+    # The server cannot run ticks faster than their schedule (a few ticks of jitter at the
+    # start); the controller sees the last one a little after it ran (delivery and Python's
+    # scheduling on a busy machine: a generous bound on that side).
+    assert s["ticks"] - REALTIME_TICK_SLACK <= RATE * s["wall_s"], s["wall_s"]
+    assert RATE * s["wall_s"] <= s["ticks"] + REALTIME_TICK_SLACK + RATE * 0.25, s["wall_s"]
     assert s["steps"] == 0
     # The server ran every tick whether or not the controller kept up: the ticks it did
     # not see were either not sent (skipped_observations, counted by the server) or
