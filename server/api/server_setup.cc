@@ -44,6 +44,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     absl::StatusOr<std::shared_ptr<session::Session>> session =
         server->service_.CreateFromConfig(config);
     if (!session.ok()) return session.status();
+    (*session)->Keep();  // The demo a newcomer came back to must still be there.
     server->startup_session_id_ = (*session)->id();
   }
   return server;

@@ -286,6 +286,9 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // scheduler's clock (0 without a scheduler), and whether a stream is attached.
   void Touch();
   std::int64_t last_activity_ns() const;
+  // A kept session is never reaped (the one the server starts with --scenario).
+  void Keep() { kept_ = true; }
+  bool kept() const { return kept_; }
 
  private:
   struct Controller {
@@ -361,6 +364,7 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // Vehicles whose controller left with kBrakeToStop, braking until they stand still.
   std::vector<sim::VehicleId> braking_ ABSL_GUARDED_BY(mu_);
   std::atomic<std::int64_t> last_activity_ns_{0};
+  std::atomic<bool> kept_{false};
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Subscriber> subscribers_ ABSL_GUARDED_BY(mu_);
   std::uint64_t next_subscription_ ABSL_GUARDED_BY(mu_) = 1;

@@ -45,7 +45,7 @@ int SessionManager::ReapIdle(std::int64_t now_ns) {
   const auto timeout_ns = static_cast<std::int64_t>(limits_.session_idle_timeout_s * 1e9);
   int reaped = 0;
   for (const std::shared_ptr<Session>& session : List()) {
-    if (session->subscriber_count() > 0) continue;  // A stream is attached.
+    if (session->kept() || session->subscriber_count() > 0) continue;  // Kept, or watched.
     const std::int64_t idle_ns = now_ns - session->last_activity_ns();
     if (idle_ns <= timeout_ns) continue;
     if (Delete(session->id()).ok()) {

@@ -69,8 +69,9 @@ class SessionManager {
   std::size_t size() const;
 
   // Deletes the sessions that had no client call and no stream for longer than the idle
-  // timeout, as of `now_ns` on the scheduler's clock. Returns how many. (A job on the
-  // scheduler calls it every timeout / 10, at least every second.)
+  // timeout, as of `now_ns` on the scheduler's clock, except kept ones (Session::Keep).
+  // Returns how many. (A job on the scheduler calls it every timeout / 10, at least every
+  // second.)
   int ReapIdle(std::int64_t now_ns);
   // The server is stopping: new sessions are refused (Unavailable) and every session closes,
   // its streams ending with `reason`.

@@ -111,7 +111,7 @@ class NullSink final : public FrameSink {
 };
 
 // The reaper deletes sessions with neither a call nor a stream for longer than the timeout;
-// a call (Find) or an open stream keeps a session alive.
+// a call (Find) or an open stream keeps a session alive, and a kept session is never reaped.
 TEST(SessionManager, ReapsIdleSessionsOnly) {
   FakeClock clock;
   Scheduler scheduler(&clock, 0);
@@ -119,6 +119,8 @@ TEST(SessionManager, ReapsIdleSessionsOnly) {
   const std::string called = (*sessions.Create({}))->id();
   const std::string idle = (*sessions.Create({}))->id();
   const auto watched = *sessions.Create({});
+  const auto kept = *sessions.Create({});
+  kept->Keep();
   auto sink = std::make_shared<NullSink>();
   ASSERT_TRUE(watched->Subscribe(1, sink).ok());
   for (int s = 0; s < 6; ++s) {
@@ -134,8 +136,9 @@ TEST(SessionManager, ReapsIdleSessionsOnly) {
   EXPECT_EQ(sessions.Find(idle).status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(sessions.Find(called).ok());
   EXPECT_TRUE(sessions.Find(watched->id()).ok());
+  EXPECT_TRUE(sessions.Find(kept->id()).ok());
   EXPECT_FALSE(sink->closed_with.has_value());
-  EXPECT_EQ(sessions.size(), 2u);
+  EXPECT_EQ(sessions.size(), 3u);
 }
 
 TEST(SessionManager, NoTimeoutMeansNoReaping) {

@@ -13,7 +13,7 @@ from conftest import assert_rpc_error, running_server
 
 
 def test_idle_sessions_are_reaped_but_not_those_in_use():
-    with running_server("--session_idle_timeout=1") as server, \
+    with running_server("--session_idle_timeout=1", "--scenario=demo") as server, \
             pitlane.Client(server.address, timeout_s=10.0) as client:
         idle = client.create_session(name="idle").session_id
         busy = client.create_session(name="busy").session_id
@@ -27,6 +27,7 @@ def test_idle_sessions_are_reaped_but_not_those_in_use():
         assert_rpc_error(lambda: client.get_session(idle), grpc.StatusCode.NOT_FOUND,
                          "session_id")
         assert client.get_session(busy).session_id == busy
+        assert client.get_session("s-1").config.name == "demo"  # The startup session is kept.
         assert next(stream).state.time.tick > 0  # Still running, still streaming.
         stream.cancel()
         assert any(f"session {idle} reaped" in line for line in server.output)
