@@ -61,6 +61,9 @@ void Server::Shutdown(std::chrono::milliseconds grace) {
   scheduler_.Stop();  // No session or reaper runs while the members are destroyed.
 }
 
-Server::~Server() { Shutdown(); }
+Server::~Server() {
+  Shutdown();
+  scheduler_.Stop();  // Also when the server never started (Shutdown returned early).
+}
 
 }  // namespace pitlane::api

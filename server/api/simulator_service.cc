@@ -94,14 +94,19 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
         std::shared_ptr<StateStreamReactor>(new StateStreamReactor(session, std::move(options)));
     reactor->self_ = reactor;
     const absl::StatusOr<std::uint64_t> handle = session->Subscribe(every_n_ticks, reactor);
-    absl::MutexLock lock(&reactor->mu_);
-    if (!handle.ok()) {
-      reactor->FinishLocked(ToGrpcStatus(handle.status()));
-    } else if (reactor->done_) {
-      session->Unsubscribe(*handle);  // OnDone ran before the handle was known.
-    } else {
-      reactor->subscription_ = *handle;
+    bool unsubscribe = false;
+    {
+      absl::MutexLock lock(&reactor->mu_);
+      if (!handle.ok()) {
+        reactor->FinishLocked(ToGrpcStatus(handle.status()));
+      } else if (reactor->done_) {
+        unsubscribe = true;  // OnDone ran before the handle was known.
+      } else {
+        reactor->subscription_ = *handle;
+      }
     }
+    // Outside the reactor's lock: the session calls into reactors holding its own.
+    if (unsubscribe) session->Unsubscribe(*handle);
     return reactor.get();
   }
 

@@ -27,6 +27,19 @@ void Scheduler::Stop() {
 void Scheduler::PushLocked(Slot& slot, const ScheduledJob* job, std::int64_t when_ns) {
   slot.generation = next_generation_++;
   queue_.push(Entry{when_ns, slot.generation, job});
+  // Rescheduling leaves the old entry behind (skipped when it surfaces); when they outnumber
+  // the live ones, rebuild the queue from the live entries so memory stays bounded.
+  if (queue_.size() > 2 * slots_.size() + 64) {
+    std::vector<Entry> live;
+    live.reserve(slots_.size());
+    while (!queue_.empty()) {
+      const Entry entry = queue_.top();
+      queue_.pop();
+      const auto it = slots_.find(entry.job);
+      if (it != slots_.end() && it->second.generation == entry.generation) live.push_back(entry);
+    }
+    queue_ = decltype(queue_)(std::greater<Entry>(), std::move(live));
+  }
   wake_.Signal();
 }
 
@@ -55,6 +68,26 @@ void Scheduler::Cancel(const ScheduledJob* job) {
   slots_.erase(it);  // Its queue entries are stale from now on.
 }
 
+void Scheduler::CancelAndWait(const ScheduledJob* job) {
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    const auto it = slots_.find(job);
+    if (it == slots_.end()) return;
+    if (!it->second.running) {
+      slots_.erase(it);
+      return;
+    }
+    if (it->second.runner == std::this_thread::get_id()) {  // From within its own run.
+      it->second.cancelled = true;
+      it->second.rerun_at.reset();
+      return;
+    }
+    it->second.cancelled = true;
+    it->second.rerun_at.reset();
+    run_ended_.Wait(&mu_);
+  }
+}
+
 std::size_t Scheduler::size() const {
   absl::MutexLock lock(&mu_);
   return slots_.size();
@@ -71,6 +104,7 @@ std::shared_ptr<ScheduledJob> Scheduler::TakeDueLocked(std::int64_t now_ns) {
     if (top.when_ns > now_ns) return nullptr;
     queue_.pop();
     it->second.running = true;
+    it->second.runner = std::this_thread::get_id();
     return it->second.job;
   }
   return nullptr;
@@ -80,9 +114,13 @@ void Scheduler::RunOne(std::shared_ptr<ScheduledJob> job) {
   const std::optional<std::int64_t> next = job->RunScheduled(clock_->NowNanos());
   absl::MutexLock lock(&mu_);
   const auto it = slots_.find(job.get());
-  if (it == slots_.end()) return;
+  if (it == slots_.end()) {
+    run_ended_.SignalAll();
+    return;
+  }
   Slot& slot = it->second;
   slot.running = false;
+  run_ended_.SignalAll();
   if (slot.cancelled) {
     slots_.erase(it);
     return;

@@ -49,6 +49,10 @@ class Scheduler {
   void Schedule(std::shared_ptr<ScheduledJob> job, std::int64_t when_ns);
   // Takes `job` out of the queue; a run in progress finishes but is not rescheduled.
   void Cancel(const ScheduledJob* job);
+  // Cancel, then waits for a run of `job` in progress on another thread to end: after it
+  // returns the scheduler no longer touches the job. Must not be called with a lock that
+  // the job's run takes.
+  void CancelAndWait(const ScheduledJob* job);
   // Manual mode: runs the jobs due now, earliest first, at most `max_runs` of them (a job
   // that asks to run again at once counts once per run). Returns how many ran.
   int RunDue(int max_runs = 1 << 30);
@@ -71,6 +75,7 @@ class Scheduler {
     bool running = false;
     std::optional<std::int64_t> rerun_at;  // Scheduled while running.
     bool cancelled = false;
+    std::thread::id runner;  // The thread running it, while running.
   };
 
   void WorkerLoop();
@@ -84,6 +89,7 @@ class Scheduler {
   const Clock* const clock_;
   mutable absl::Mutex mu_;
   absl::CondVar wake_;
+  absl::CondVar run_ended_;  // Signalled whenever a run ends.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue_ ABSL_GUARDED_BY(mu_);

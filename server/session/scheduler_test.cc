@@ -1,10 +1,13 @@
 #include "server/session/scheduler.h"
 
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <optional>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "server/session/clock.h"
 #include "server/session/session.h"
@@ -89,6 +92,41 @@ TEST(Scheduler, WorkersRunDueJobs) {
   auto job = std::make_shared<Notifier>();
   scheduler.Schedule(job, 0);
   EXPECT_TRUE(job->done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+}
+
+// CancelAndWait returns only once a run in progress on a worker has ended, and the job does
+// not run again.
+TEST(Scheduler, CancelAndWaitWaitsForTheRunInProgress) {
+  class Blocking final : public ScheduledJob {
+   public:
+    std::optional<std::int64_t> RunScheduled(std::int64_t now_ns) override {
+      started.Notify();
+      release.WaitForNotification();
+      ++runs;
+      return now_ns;  // Would run again at once.
+    }
+    absl::Notification started;
+    absl::Notification release;
+    std::atomic<int> runs{0};
+  };
+  FakeClock clock;
+  Scheduler scheduler(&clock, 1);
+  auto job = std::make_shared<Blocking>();
+  scheduler.Schedule(job, 0);
+  ASSERT_TRUE(job->started.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  std::atomic<bool> cancelled{false};
+  std::thread canceller([&] {
+    scheduler.CancelAndWait(job.get());
+    cancelled = true;
+  });
+  // The canceller waits while the run is blocked (checked before releasing it).
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_FALSE(cancelled);
+  job->release.Notify();
+  canceller.join();
+  EXPECT_TRUE(cancelled);
+  EXPECT_EQ(job->runs, 1);
+  EXPECT_EQ(scheduler.size(), 0u);
 }
 
 // --- Sessions on a fake clock ---------------------------------------------------------

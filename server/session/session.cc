@@ -75,15 +75,11 @@ absl::StatusOr<ClockSettings> Session::SetClock(const ClockUpdate& update) {
     }
     clock_ = settings;
     next_run = RestartPacingLocked();
+    // Not paced any more: a run now finds that out and leaves the queue. (Never Cancel here:
+    // a concurrent SetClock that resumed the clock may have scheduled it meanwhile.)
+    if (!next_run.has_value() && scheduler_ != nullptr) next_run = scheduler_->clock().NowNanos();
   }
-  // Outside the lock: a worker may be running this session and wait for it.
-  if (scheduler_ != nullptr) {
-    if (next_run.has_value()) {
-      scheduler_->Schedule(shared_from_this(), *next_run);
-    } else {
-      scheduler_->Cancel(this);
-    }
-  }
+  if (next_run.has_value()) ScheduleAt(*next_run);
   return settings;
 }
 

@@ -36,7 +36,8 @@ SessionManager::SessionManager(const ServerLimits& limits, Scheduler* scheduler)
 }
 
 SessionManager::~SessionManager() {
-  if (reaper_ != nullptr) scheduler_->Cancel(reaper_.get());
+  // Waits for a run in progress: the reaper points at this manager.
+  if (reaper_ != nullptr) scheduler_->CancelAndWait(reaper_.get());
   // Streams still open on a session end when it closes.
   for (const std::shared_ptr<Session>& session : List()) session->Close();
 }
