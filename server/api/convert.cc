@@ -298,12 +298,24 @@ absl::StatusOr<session::SessionRequest> SessionRequestFromProto(const v1::Sessio
         {.name = point.name(),
          .pose = {point.pose().x_m(), point.pose().y_m(), point.pose().yaw_rad()}});
   }
-  for (int i = 0; i < config.vehicles_size(); ++i) {
-    absl::StatusOr<sim::VehicleSpec> spec = VehicleSpecFromProto(config.vehicles(i), route_names);
-    if (!spec.ok()) return PrefixField(absl::StrCat("vehicles[", i, "]"), spec.status());
-    request.vehicles.push_back(*std::move(spec));
-  }
+  absl::StatusOr<std::vector<sim::VehicleSpec>> vehicles =
+      VehicleSpecsFromProto(config.vehicles(), route_names);
+  if (!vehicles.ok()) return vehicles.status();
+  request.vehicles = *std::move(vehicles);
   return request;
+}
+
+absl::StatusOr<std::vector<sim::VehicleSpec>> VehicleSpecsFromProto(
+    const google::protobuf::RepeatedPtrField<v1::VehicleSpec>& specs,
+    absl::Span<const std::string> route_names) {
+  std::vector<sim::VehicleSpec> out;
+  out.reserve(specs.size());
+  for (int i = 0; i < specs.size(); ++i) {
+    absl::StatusOr<sim::VehicleSpec> spec = VehicleSpecFromProto(specs[i], route_names);
+    if (!spec.ok()) return PrefixField(absl::StrCat("vehicles[", i, "]"), spec.status());
+    out.push_back(*std::move(spec));
+  }
+  return out;
 }
 
 absl::StatusOr<sim::DriverSpec> DriverFromProto(const v1::Driver& driver,

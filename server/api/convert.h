@@ -7,6 +7,7 @@
 #define PITLANE_SERVER_API_CONVERT_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -26,6 +27,10 @@ v1::ClockMode ClockModeToProto(session::ClockMode mode);
 // `route_names`: the session's tracks, by index, for a driver that names its track.
 absl::StatusOr<sim::VehicleSpec> VehicleSpecFromProto(
     const v1::VehicleSpec& spec, absl::Span<const std::string> route_names = {});
+// Every spec of a repeated field; errors name the entry ("vehicles[2].length_m").
+absl::StatusOr<std::vector<sim::VehicleSpec>> VehicleSpecsFromProto(
+    const google::protobuf::RepeatedPtrField<v1::VehicleSpec>& specs,
+    absl::Span<const std::string> route_names);
 sim::VehicleInput VehicleInputFromProto(const v1::VehicleControl& control);
 // Copies the fields; sim::CheckObstacleSpec validates them.
 sim::ObstacleSpec ObstacleSpecFromProto(const v1::ObstacleSpec& spec);

@@ -554,14 +554,8 @@ grpc::ServerUnaryReactor* SimulatorService::SpawnVehicle(grpc::CallbackServerCon
       return absl::InvalidArgumentError(absl::StrCat(
           "vehicles: must hold 1 to ", kMaxSpawnsPerCall, " specs, got ", count));
     }
-    std::vector<sim::VehicleSpec> specs;
-    specs.reserve(count);
-    for (int i = 0; i < count; ++i) {
-      absl::StatusOr<sim::VehicleSpec> spec =
-          VehicleSpecFromProto(request->vehicles(i), session->config().route_names);
-      if (!spec.ok()) return PrefixField(absl::StrCat("vehicles[", i, "]"), spec.status());
-      specs.push_back(*std::move(spec));
-    }
+    ASSIGN_OR_RETURN(const std::vector<sim::VehicleSpec> specs,
+                     VehicleSpecsFromProto(request->vehicles(), session->config().route_names));
     auto ids = session->SpawnVehicles(specs);
     if (!ids.ok()) return InField("vehicles", ids.status());
     response->mutable_vehicle_ids()->Add(ids->begin(), ids->end());

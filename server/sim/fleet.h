@@ -36,6 +36,12 @@ class ModelFleet {
   // The world hashes inputs and states as bytes: they hold doubles only, so no padding.
   static_assert(std::is_trivially_copyable_v<Input> && sizeof(Input) % sizeof(double) == 0);
   static_assert(std::is_trivially_copyable_v<State> && sizeof(State) % sizeof(double) == 0);
+  // A State may keep SinCos(pose.yaw_rad) as cos_yaw and sin_yaw (the direction of its next
+  // move); the fleet then keeps them in step when it moves a vehicle, and publishes them.
+  static constexpr bool kCachesAxes = requires(const State& state) {
+    state.cos_yaw;
+    state.sin_yaw;
+  };
 
   std::vector<std::uint32_t> rows;  // The vehicle's row in the world's VehicleTable.
   std::vector<Params> params;
@@ -67,7 +73,9 @@ class ModelFleet {
     inputs[index] = Model::MakeInput(params[index], input);
   }
   void SetPose(std::size_t index, const Pose2& pose, VehicleTable& table) {
-    states[index] = Model::WithPose(params[index], states[index], pose);
+    State& state = states[index];
+    state.pose = {pose.x_m, pose.y_m, WrapToPi(pose.yaw_rad)};
+    if constexpr (kCachesAxes) SinCos(state.pose.yaw_rad, &state.sin_yaw, &state.cos_yaw);
     PublishOne(index, table);
   }
   void Halt(std::size_t index, VehicleTable& table) {
@@ -90,7 +98,12 @@ class ModelFleet {
     table.y_m[row] = state.pose.y_m;
     table.yaw_rad[row] = state.pose.yaw_rad;
     table.speed_mps[row] = state.speed_mps;
-    Model::Axes(state, &table.cos_yaw[row], &table.sin_yaw[row]);
+    if constexpr (kCachesAxes) {
+      table.cos_yaw[row] = state.cos_yaw;
+      table.sin_yaw[row] = state.sin_yaw;
+    } else {
+      SinCos(state.pose.yaw_rad, &table.sin_yaw[row], &table.cos_yaw[row]);
+    }
   }
   VehicleReadout ReadoutAt(std::size_t index, const VehicleTable& /*table*/) const {
     return Model::Read(params[index], inputs[index], states[index]);
@@ -114,20 +127,11 @@ struct PhysicsBodyModel {
     return MakePhysicsBodyInput(params, input.target_speed_mps, input.acceleration_mps2,
                                 input.yaw_rate_radps);
   }
-  static State WithPose(const Params& params, const State& state, const Pose2& pose) {
-    State moved = MakePhysicsBodyState(params, pose, state.speed_mps);
-    moved.acceleration_mps2 = state.acceleration_mps2;
-    return moved;
-  }
   static void Halt(const Params& params, Input& input, State& state) {
     HaltPhysicsBody(params, input, state);
   }
   static void Step(const Params& params, const Input& input, double dt_s, State& state) {
     StepPhysicsBody(params, input, dt_s, state);
-  }
-  static void Axes(const State& state, double* cos_yaw, double* sin_yaw) {
-    *cos_yaw = state.cos_yaw;
-    *sin_yaw = state.sin_yaw;
   }
   static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
     return ReadPhysicsBody(params, input, state);
@@ -148,19 +152,11 @@ struct SingleTrackModel {
   static Input MakeInput(const Params& params, const VehicleInput& input) {
     return MakeSingleTrackInput(params, input.acceleration_mps2, input.steering_angle_rad);
   }
-  static State WithPose(const Params&, const State& state, const Pose2& pose) {
-    State moved = state;
-    moved.pose = {pose.x_m, pose.y_m, WrapToPi(pose.yaw_rad)};
-    return moved;
-  }
   static void Halt(const Params& params, Input& input, State& state) {
     HaltSingleTrack(params, input, state);
   }
   static void Step(const Params& params, const Input& input, double dt_s, State& state) {
     StepSingleTrack(params, input, dt_s, state);
-  }
-  static void Axes(const State& state, double* cos_yaw, double* sin_yaw) {
-    SinCos(state.pose.yaw_rad, sin_yaw, cos_yaw);
   }
   static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
     return ReadSingleTrack(params, input, state);
@@ -183,22 +179,11 @@ struct AxleDriveModel {
   static Input MakeInput(const Params& params, const VehicleInput& input) {
     return MakeAxleDriveInput(params, input.throttle, input.brake, input.steering_angle_rad);
   }
-  static State WithPose(const Params& params, const State& state, const Pose2& pose) {
-    State moved = MakeAxleDriveState(params, pose, state.speed_mps);
-    moved.steering_rad = state.steering_rad;
-    moved.acceleration_mps2 = state.acceleration_mps2;
-    moved.yaw_rate_radps = state.yaw_rate_radps;
-    return moved;
-  }
   static void Halt(const Params& params, Input& input, State& state) {
     HaltAxleDrive(params, input, state);
   }
   static void Step(const Params& params, const Input& input, double dt_s, State& state) {
     StepAxleDrive(params, input, dt_s, state);
-  }
-  static void Axes(const State& state, double* cos_yaw, double* sin_yaw) {
-    *cos_yaw = state.cos_yaw;
-    *sin_yaw = state.sin_yaw;
   }
   static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
     return ReadAxleDrive(params, input, state);
@@ -221,23 +206,11 @@ struct ForceBasedModel {
   static Input MakeInput(const Params& params, const VehicleInput& input) {
     return MakeForceBasedInput(params, input.throttle, input.brake, input.steering_angle_rad);
   }
-  static State WithPose(const Params& params, const State& state, const Pose2& pose) {
-    State moved = MakeForceBasedState(params, pose, state.speed_mps);
-    moved.steering_rad = state.steering_rad;
-    moved.acceleration_mps2 = state.acceleration_mps2;
-    moved.yaw_rate_radps = state.yaw_rate_radps;
-    moved.dissipated_energy_j = state.dissipated_energy_j;
-    return moved;
-  }
   static void Halt(const Params& params, Input& input, State& state) {
     HaltForceBased(params, input, state);
   }
   static void Step(const Params& params, const Input& input, double dt_s, State& state) {
     StepForceBased(params, input, dt_s, state);
-  }
-  static void Axes(const State& state, double* cos_yaw, double* sin_yaw) {
-    *cos_yaw = state.cos_yaw;
-    *sin_yaw = state.sin_yaw;
   }
   static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
     return ReadForceBased(params, input, state);
@@ -258,19 +231,11 @@ struct FourWheelModel {
   static Input MakeInput(const Params& params, const VehicleInput& input) {
     return MakeFourWheelInput(params, input.acceleration_mps2, input.steering_angle_rad);
   }
-  static State WithPose(const Params&, const State& state, const Pose2& pose) {
-    State moved = state;
-    moved.pose = {pose.x_m, pose.y_m, WrapToPi(pose.yaw_rad)};
-    return moved;
-  }
   static void Halt(const Params& params, Input& input, State& state) {
     HaltFourWheel(params, input, state);
   }
   static void Step(const Params& params, const Input& input, double dt_s, State& state) {
     StepFourWheel(params, input, dt_s, state);
-  }
-  static void Axes(const State& state, double* cos_yaw, double* sin_yaw) {
-    SinCos(state.pose.yaw_rad, sin_yaw, cos_yaw);
   }
   static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
     return ReadFourWheel(params, input, state);
