@@ -37,14 +37,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
-#include "server/sim/collision.h"
-#include "server/sim/collision_stage.h"
-#include "server/sim/kinematic_bicycle.h"
-#include "server/sim/obstacle.h"
-#include "server/sim/sensors.h"
-#include "server/sim/spatial_grid.h"
-#include "server/sim/vehicle.h"
-#include "server/sim/world.h"
+#include "server/sim/collision/collision.h"
+#include "server/sim/collision/collision_stage.h"
+#include "server/sim/vehicles/kinematic_bicycle.h"
+#include "server/sim/world/obstacle.h"
+#include "server/sim/sensors/sensors.h"
+#include "server/sim/collision/spatial_grid.h"
+#include "server/sim/vehicles/vehicle.h"
+#include "server/sim/world/world.h"
 
 namespace pitlane::sim {
 namespace {

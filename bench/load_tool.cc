@@ -16,7 +16,7 @@
 //                    --warmup ones; interleaved with a bare bidi gRPC ping-pong
 //                    (pitlane.bench.Echo, bench/proto/pitlane/bench/echo.proto) moving messages
 //                    of the same sizes over the same channel. Always an in-process server (the
-//                    api::Server wiring with the Echo service beside the Simulator), over
+//                    app::Server wiring with the Echo service beside the Simulator), over
 //                    loopback TCP; client and server share this process.
 //   --mode=stream    StreamStates throughput to one blocking C++ reader of a session of
 //                    V vehicles (--vehicles, default 1000) in REALTIME with real_time_factor 0
@@ -82,7 +82,7 @@
 #include "grpcpp/grpcpp.h"
 #include "pitlane/bench/echo.grpc.pb.h"
 #include "pitlane/v1/simulator.grpc.pb.h"
-#include "server/api/server_setup.h"
+#include "server/app/server.h"
 #include "server/util/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -826,13 +826,13 @@ absl::Status RunDriveMode() {
 
   spdlog::set_level(spdlog::level::warn);  // The in-process server's logs, as --log_level=warn.
   EchoService echo_service;
-  api::ServerOptions options;
+  app::ServerOptions options;
   options.listen_address = "127.0.0.1:0";
   const std::uint32_t workers = absl::GetFlag(FLAGS_worker_threads);
   options.worker_threads = workers > 0 ? static_cast<int>(workers) : CoreCount();
-  ASSIGN_OR_RETURN(const std::unique_ptr<api::Server> server,
-                   api::Server::Start(options, {&echo_service}));
-  absl::PrintF("server: in-process (api::Server, Simulator + Echo) on %s, %s\n", server->address(),
+  ASSIGN_OR_RETURN(const std::unique_ptr<app::Server> server,
+                   app::Server::Start(options, {&echo_service}));
+  absl::PrintF("server: in-process (app::Server, Simulator + Echo) on %s, %s\n", server->address(),
                WorkerThreadsLabel());
   ASSIGN_OR_RETURN(const auto channel, Connect(server->address(), 0));
   const auto simulator = v1::Simulator::NewStub(channel);

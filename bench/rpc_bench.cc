@@ -14,7 +14,7 @@
 #include "grpcpp/grpcpp.h"
 #include "pitlane/bench/baseline.grpc.pb.h"
 #include "pitlane/v1/simulator.grpc.pb.h"
-#include "server/api/server_setup.h"
+#include "server/app/server.h"
 
 namespace pitlane {
 namespace {
@@ -34,9 +34,9 @@ class BaselineService final : public bench::Baseline::CallbackService {
 class Fixture {
  public:
   Fixture() {
-    api::ServerOptions options;
+    app::ServerOptions options;
     options.listen_address = "127.0.0.1:0";
-    server_ = *api::Server::Start(options, {&baseline_});
+    server_ = *app::Server::Start(options, {&baseline_});
     channel_ = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
     simulator_ = v1::Simulator::NewStub(channel_);
     baseline_stub_ = bench::Baseline::NewStub(channel_);
@@ -71,7 +71,7 @@ class Fixture {
 
  private:
   BaselineService baseline_;
-  std::unique_ptr<api::Server> server_;
+  std::unique_ptr<app::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Simulator::Stub> simulator_;
   std::unique_ptr<bench::Baseline::Stub> baseline_stub_;

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "server/sim/kinematic_bicycle.h"
-#include "server/sim/world.h"
+#include "server/sim/vehicles/kinematic_bicycle.h"
+#include "server/sim/world/world.h"
 
 namespace pitlane::sim {
 namespace {

@@ -10,7 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "server/api/server_setup.h"
+#include "server/app/server.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
 
   const sigset_t signals = BlockShutdownSignals();
 
-  pitlane::api::ServerOptions options;
+  pitlane::app::ServerOptions options;
   const std::uint32_t workers = absl::GetFlag(FLAGS_worker_threads);
   options.worker_threads =
       static_cast<int>(workers > 0 ? std::min<std::uint32_t>(workers, 256)
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   options.scenario_dir = absl::GetFlag(FLAGS_scenario_dir);
   options.startup_scenario = absl::GetFlag(FLAGS_scenario);
 
-  auto server = pitlane::api::Server::Start(options);
+  auto server = pitlane::app::Server::Start(options);
   if (!server.ok()) {
     spdlog::critical("{}", server.status().ToString());
     return 1;

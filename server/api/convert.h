@@ -14,7 +14,7 @@
 #include "pitlane/v1/simulator.pb.h"
 #include "server/session/session.h"
 #include "server/session/session_manager.h"
-#include "server/sim/vehicle.h"
+#include "server/sim/vehicles/vehicle.h"
 
 namespace pitlane::api {
 

@@ -17,10 +17,13 @@
 #include "gtest/gtest.h"
 #include "pitlane/v1/simulator.grpc.pb.h"
 #include "server/api/scenarios.h"
-#include "server/api/server_setup.h"
+#include "server/app/server.h"
 
 namespace pitlane::api {
 namespace {
+
+using ::pitlane::app::Server;
+using ::pitlane::app::ServerOptions;
 
 constexpr std::uint32_t kTicksPerMinute = 3000;  // 60 s at the scenarios' 50 Hz.
 

@@ -12,10 +12,13 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "server/api/server_setup.h"
+#include "server/app/server.h"
 
 namespace pitlane::api {
 namespace {
+
+using ::pitlane::app::Server;
+using ::pitlane::app::ServerOptions;
 
 using ::testing::HasSubstr;
 
@@ -623,6 +626,9 @@ TEST_F(SimulatorServiceTest, CancelledStreamUnsubscribes) {
 
 namespace pitlane::api {
 namespace {
+
+using ::pitlane::app::Server;
+using ::pitlane::app::ServerOptions;
 
 TEST(ServerStart, AnAddressThatCannotBeBoundIsUnavailable) {
   ServerOptions options;

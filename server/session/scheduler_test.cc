@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "server/session/clock.h"
 #include "server/session/session.h"
-#include "server/sim/world.h"
+#include "server/sim/world/world.h"
 
 namespace pitlane::session {
 namespace {

@@ -22,8 +22,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "server/session/scheduler.h"
-#include "server/sim/vehicle.h"
-#include "server/sim/world.h"
+#include "server/sim/vehicles/vehicle.h"
+#include "server/sim/world/world.h"
 
 namespace pitlane::session {
 

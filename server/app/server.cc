@@ -1,0 +1,73 @@
+#include "server/app/server.h"
+
+#include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.pb.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+
+namespace pitlane::app {
+
+Server::Server(const ServerOptions& options)
+    : scheduler_(options.clock != nullptr ? options.clock : &steady_clock_,
+                 options.worker_threads),
+      sessions_(options.limits, &scheduler_),
+      service_(sessions_, options.scenario_dir) {}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(
+    const ServerOptions& options, const std::vector<grpc::Service*>& extra_services) {
+  // Both are process-wide switches that must precede the builder. The health service's
+  // descriptor is referenced so that its generated code is linked in and reflection can
+  // describe grpc.health.v1.Health.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
+
+  std::unique_ptr<Server> server(new Server(options));
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.listen_address,
+                           options.credentials != nullptr ? options.credentials
+                                                          : grpc::InsecureServerCredentials(),
+                           &port);
+  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  builder.RegisterService(&server->service_);
+  for (grpc::Service* service : extra_services) builder.RegisterService(service);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("listen: cannot listen on \"", options.listen_address, "\""));
+  }
+  server->port_ = port;
+  const std::string& listen = options.listen_address;
+  server->address_ = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+  server->server_->GetHealthCheckService()->SetServingStatus(
+      ::pitlane::v1::Simulator::service_full_name(), true);
+  if (!options.startup_scenario.empty()) {
+    ::pitlane::v1::SessionConfig config;
+    config.set_scenario(options.startup_scenario);
+    absl::StatusOr<std::shared_ptr<session::Session>> session =
+        server->service_.CreateFromConfig(config);
+    if (!session.ok()) return session.status();
+    (*session)->Keep();  // The demo a newcomer came back to must still be there.
+    server->startup_session_id_ = (*session)->id();
+  }
+  return server;
+}
+
+void Server::Shutdown(std::chrono::milliseconds grace) {
+  if (shut_down_ || server_ == nullptr) return;  // Never started (e.g. the bind failed).
+  shut_down_ = true;
+  // Refuse new sessions and end every stream with UNAVAILABLE first, so that gRPC's drain
+  // below has only short unary calls left to wait for.
+  sessions_.Shutdown(absl::UnavailableError("the server is shutting down"));
+  server_->Shutdown(std::chrono::system_clock::now() + grace);
+  server_->Wait();
+  scheduler_.Stop();  // No session or reaper runs while the members are destroyed.
+}
+
+Server::~Server() {
+  Shutdown();
+  scheduler_.Stop();  // Also when the server never started (Shutdown returned early).
+}
+
+}  // namespace pitlane::app

@@ -1,0 +1,55 @@
+// Contacts between a vehicle and another object, and the events that track them over time.
+#ifndef PITLANE_SERVER_SIM_COLLISION_CONTACTS_H_
+#define PITLANE_SERVER_SIM_COLLISION_CONTACTS_H_
+
+#include <compare>
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "server/sim/world/ids.h"
+
+namespace pitlane::sim {
+
+// Who touches whom. Vehicle-vehicle pairs name the lower id first. Ordered by
+// (vehicle, other_kind, other_id): the order contacts and events are reported in.
+struct ContactPair {
+  VehicleId vehicle = 0;
+  ObjectKind other_kind = ObjectKind::kVehicle;
+  std::uint64_t other_id = 0;  // A VehicleId, ObstacleId or Wall, by other_kind.
+  friend auto operator<=>(const ContactPair&, const ContactPair&) = default;
+};
+
+// A contact in effect at some tick.
+struct Contact {
+  ContactPair pair;
+  // Unit normal from the vehicle towards the other object (the axis of least overlap).
+  double normal_x = 0.0;
+  double normal_y = 0.0;
+  double depth_m = 0.0;         // Overlap along the normal, metres, >= 0.
+  std::uint64_t began_tick = 0;  // First tick of this contact.
+};
+
+enum class ContactPhase : std::uint8_t {
+  kBegan = 1,    // In contact at this tick, not at the one before.
+  kOngoing = 2,  // In contact at this tick and the one before.
+  kEnded = 3,    // In contact at the tick before, not at this one.
+};
+
+struct ContactEvent {
+  std::uint64_t tick = 0;  // The tick whose step produced the event.
+  ContactPhase phase = ContactPhase::kBegan;
+  // For kEnded: the contact as last seen (normal and depth of the tick before).
+  Contact contact;
+};
+
+// Compares the contacts of two consecutive ticks, both sorted by pair, and appends to
+// `transitions` a kBegan event for each pair only in `current` and a kEnded event for each
+// pair only in `previous`, in pair order. Sets began_tick in `current`: carried over from
+// `previous` for continuing pairs, `tick` for new ones.
+void DiffContacts(absl::Span<const Contact> previous, std::uint64_t tick,
+                  absl::Span<Contact> current, std::vector<ContactEvent>& transitions);
+
+}  // namespace pitlane::sim
+
+#endif  // PITLANE_SERVER_SIM_COLLISION_CONTACTS_H_

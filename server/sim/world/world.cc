@@ -1,0 +1,532 @@
+#include "server/sim/world/world.h"
+
+#include <cmath>
+#include <type_traits>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/base/macros.h"
+#include "absl/strings/str_cat.h"
+#include "server/sim/sensors/sensors.h"
+#include "server/util/field_checks.h"
+#include "server/util/status_macros.h"
+
+namespace pitlane::sim {
+namespace {
+
+absl::Status IndexedError(std::size_t index, const absl::Status& status) {
+  return PrefixField(absl::StrCat("[", index, "]"), status);
+}
+
+// FNV-1a, 64-bit, over raw bytes.
+class Fnv1a {
+ public:
+  void Add(const void* data, std::size_t size) {
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < size; ++i) {
+      hash_ = (hash_ ^ bytes[i]) * 0x100000001b3ULL;
+    }
+  }
+  template <typename T>
+  void AddColumn(const std::vector<T>& column) {
+    Add(column.data(), column.size() * sizeof(T));
+  }
+  std::uint64_t value() const { return hash_; }
+
+ private:
+  std::uint64_t hash_ = 0xcbf29ce484222325ULL;
+};
+
+// What a driver sees of the vehicle at table row `row`.
+DriverView DriverViewOf(const VehicleTable& table, std::size_t row) {
+  return DriverView{.x_m = table.x_m[row],
+                    .y_m = table.y_m[row],
+                    .cos_yaw = table.cos_yaw[row],
+                    .sin_yaw = table.sin_yaw[row],
+                    .speed_mps = table.speed_mps[row]};
+}
+
+}  // namespace
+
+absl::StatusOr<World> World::Create(const WorldSpec& spec) {
+  RETURN_IF_ERROR(
+      CheckInRange("tick_rate_hz", spec.tick_rate_hz, kMinTickRate_hz, kMaxTickRate_hz));
+  if (spec.max_vehicles < 1) {
+    return absl::InvalidArgumentError("max_vehicles: must be >= 1, got 0");
+  }
+  if (spec.bounds.has_value()) RETURN_IF_ERROR(PrefixField("bounds", CheckWorldBounds(*spec.bounds)));
+  if (spec.routes.size() > kMaxRoutes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("routes: at most ", kMaxRoutes, " routes, got ", spec.routes.size()));
+  }
+  std::size_t points = 0;
+  for (const Route& route : spec.routes) points += route.points.size();
+  if (points > kMaxRoutePointsPerWorld) {
+    return absl::InvalidArgumentError(absl::StrCat("routes: at most ", kMaxRoutePointsPerWorld,
+                                                   " points over all routes, got ", points));
+  }
+  std::vector<RouteParams> routes;
+  routes.reserve(spec.routes.size());
+  for (std::size_t i = 0; i < spec.routes.size(); ++i) {
+    absl::StatusOr<RouteParams> route = MakeRouteParams(spec.routes[i]);
+    if (!route.ok()) return PrefixField(absl::StrCat("routes[", i, "]"), route.status());
+    routes.push_back(*std::move(route));
+  }
+  return World(WorldParams{
+      .tick_rate_hz = spec.tick_rate_hz,
+      .dt_s = 1.0 / spec.tick_rate_hz,
+      .seed = spec.seed,
+      .max_vehicles = spec.max_vehicles,
+      .collision_policy = spec.collision_policy,
+      .bounds = spec.bounds,
+      .routes = std::move(routes),
+  });
+}
+
+absl::StatusOr<std::vector<VehicleId>> World::Spawn(absl::Span<const VehicleSpec> specs) {
+  // Validate everything before touching the state: all or none.
+  std::vector<VehicleSpec> resolved(specs.begin(), specs.end());
+  for (std::size_t i = 0; i < resolved.size(); ++i) {
+    RETURN_IF_ERROR(IndexedError(i, ResolveVehicleSpec(resolved[i])));
+    const auto* follower = resolved[i].driver.has_value()
+                               ? std::get_if<RouteFollowerSpec>(&*resolved[i].driver)
+                               : nullptr;
+    if (follower != nullptr && follower->route >= params_.routes.size()) {
+      return IndexedError(i, absl::InvalidArgumentError(absl::StrCat(
+                                 "driver.route_follower.route: no route ", follower->route,
+                                 " (the world has ", params_.routes.size(), ")")));
+    }
+  }
+  if (vehicle_count() + resolved.size() > params_.max_vehicles) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("vehicles: the session holds ", vehicle_count(), " of at most ",
+                     params_.max_vehicles, " vehicles (max_vehicles); cannot add ",
+                     resolved.size()));
+  }
+  std::uint64_t beams = state_.scan_beams;
+  std::uint64_t slots = state_.nearest_object_slots;
+  for (const VehicleSpec& spec : resolved) {
+    beams += spec.range_scan.has_value() ? spec.range_scan->beam_count : 0;
+    slots += spec.nearest_objects.has_value() ? spec.nearest_objects->count : 0;
+  }
+  if (beams > kMaxScanBeamsPerWorld) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "vehicles: the session's range scans would total ", beams, " beams, above its limit of ",
+        kMaxScanBeamsPerWorld));
+  }
+  if (slots > kMaxNearestObjectsPerWorld) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "vehicles: the session's nearest_objects counts would total ", slots,
+        ", above its limit of ", kMaxNearestObjectsPerWorld));
+  }
+  state_.scan_beams = beams;
+  state_.nearest_object_slots = slots;
+  std::vector<VehicleId> ids;
+  ids.reserve(resolved.size());
+  VehicleTable& table = state_.vehicles;
+  for (const VehicleSpec& spec : resolved) {
+    const VehicleId id = state_.next_vehicle_id++;
+    const auto row = static_cast<std::uint32_t>(table.size());
+    table.Append(id, spec);
+    state_.fleets.Visit(table.kinds[row], [&](auto& fleet) {
+      table.slots[row] = static_cast<std::uint32_t>(fleet.size());
+      fleet.Append(row, spec, params_.dt_s, table);
+    });
+    if (spec.driver.has_value()) {
+      DrivenVehicle& driven = state_.drivers.emplace_back(DrivenVehicle{
+          .row = row,
+          .spec = *spec.driver,
+          .vehicle = MakeDriverVehicleParams(spec, params_.dt_s),
+      });
+      if (const auto* follower = std::get_if<RouteFollowerSpec>(&driven.spec)) {
+        driven.route = StartFollowing(params_.routes[follower->route], driven.vehicle,
+                                      DriverViewOf(table, row));
+      }
+    }
+    ids.push_back(id);
+  }
+  cell_size_stale_ = vehicle_grid_stale_ = true;
+  return ids;
+}
+
+absl::Status World::Remove(VehicleId id) {
+  VehicleTable& table = state_.vehicles;
+  const std::ptrdiff_t found = table.Find(id);
+  if (found < 0) {
+    return absl::NotFoundError(absl::StrCat("vehicle_id: no vehicle ", id, " in this world"));
+  }
+  const auto row = static_cast<std::uint32_t>(found);
+  const VehicleSpec& spec = table.specs[row];
+  state_.scan_beams -= spec.range_scan.has_value() ? spec.range_scan->beam_count : 0;
+  state_.nearest_object_slots -= spec.nearest_objects.has_value() ? spec.nearest_objects->count : 0;
+  const ModelKind kind = table.kinds[row];
+  const std::uint32_t slot = table.slots[row];
+  state_.fleets.Visit(kind, [slot](auto& fleet) { fleet.Erase(slot); });
+  table.Erase(row);
+  // Renumber: the rows after the removed one, and the slots after it in its fleet.
+  state_.fleets.ForEach([row](auto& fleet) {
+    for (std::uint32_t& r : fleet.rows) r -= r > row ? 1 : 0;
+  });
+  for (std::size_t i = row; i < table.size(); ++i) {
+    if (table.kinds[i] == kind) --table.slots[i];
+  }
+  const std::ptrdiff_t driver = DriverOf(row);
+  if (driver >= 0) state_.drivers.erase(state_.drivers.begin() + driver);
+  for (DrivenVehicle& driven : state_.drivers) driven.row -= driven.row > row ? 1 : 0;
+  cell_size_stale_ = vehicle_grid_stale_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ObstacleId>> World::AddObstacles(
+    absl::Span<const ObstacleSpec> specs) {
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    RETURN_IF_ERROR(IndexedError(i, CheckObstacleSpec(specs[i])));
+  }
+  if (state_.obstacles.size() + specs.size() > kMaxObstacles) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("obstacles: the session holds ", state_.obstacles.size(), " of at most ",
+                     kMaxObstacles, " obstacles; cannot add ", specs.size()));
+  }
+  std::vector<ObstacleId> ids;
+  ids.reserve(specs.size());
+  for (const ObstacleSpec& spec : specs) {
+    const ObstacleId id = state_.next_obstacle_id++;
+    state_.obstacles.push_back(Obstacle{
+        .id = id,
+        .spec = spec,
+        .box = ToCollisionBox(OrientedBox{
+            .center_x_m = spec.center_x_m,
+            .center_y_m = spec.center_y_m,
+            .yaw_rad = spec.yaw_rad,
+            .half_length_m = 0.5 * spec.length_m,
+            .half_width_m = 0.5 * spec.width_m,
+        }),
+    });
+    ids.push_back(id);
+  }
+  obstacle_grid_stale_ = true;
+  return ids;
+}
+
+absl::Status World::RemoveObstacle(ObstacleId id) {
+  std::vector<Obstacle>& obstacles = state_.obstacles;
+  const auto it = std::lower_bound(
+      obstacles.begin(), obstacles.end(), id,
+      [](const Obstacle& obstacle, ObstacleId wanted) { return obstacle.id < wanted; });
+  if (it == obstacles.end() || it->id != id) {
+    return absl::NotFoundError(absl::StrCat("obstacle_id: no obstacle ", id, " in this world"));
+  }
+  obstacles.erase(it);
+  obstacle_grid_stale_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status World::SetInputs(absl::Span<const VehicleInput> inputs) {
+  VehicleTable& table = state_.vehicles;
+  // Validate and look up everything first: all or none.
+  std::vector<std::size_t> indices;
+  indices.reserve(inputs.size());
+  absl::flat_hash_set<VehicleId> seen;
+  seen.reserve(inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const VehicleInput& input = inputs[i];
+    const std::ptrdiff_t index = table.Find(input.id);
+    if (index < 0) {
+      return IndexedError(i, absl::NotFoundError(absl::StrCat("vehicle_id: no vehicle ", input.id,
+                                                              " in this world")));
+    }
+    if (DriverOf(static_cast<std::size_t>(index)) >= 0) {
+      return IndexedError(i, absl::FailedPreconditionError(absl::StrCat(
+                                 "vehicle_id: vehicle ", input.id, " has a built-in driver")));
+    }
+    RETURN_IF_ERROR(IndexedError(i, CheckControls(table.kinds[index], input)));
+    if (!seen.insert(input.id).second) {
+      return IndexedError(i, absl::InvalidArgumentError(absl::StrCat(
+                                 "vehicle_id: vehicle ", input.id, " appears more than once")));
+    }
+    indices.push_back(static_cast<std::size_t>(index));
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::size_t row = indices[i];
+    if (table.crashed[row] != 0) continue;
+    const std::uint32_t slot = table.slots[row];
+    state_.fleets.Visit(table.kinds[row],
+                        [&](auto& fleet) { fleet.SetControls(slot, inputs[i]); });
+  }
+  return absl::OkStatus();
+}
+
+std::ptrdiff_t World::DriverOf(std::size_t row) const {
+  const auto it = std::lower_bound(
+      state_.drivers.begin(), state_.drivers.end(), row,
+      [](const DrivenVehicle& driven, std::size_t wanted) { return driven.row < wanted; });
+  if (it == state_.drivers.end() || it->row != row) return -1;
+  return it - state_.drivers.begin();
+}
+
+void World::DriveVehicles() {
+  const VehicleTable& table = state_.vehicles;
+  // Where every route follower is on its route (crashed ones too: they block the way), then
+  // the vehicle ahead of each.
+  occupants_.clear();
+  leaders_.assign(state_.drivers.size(), std::nullopt);
+  for (std::size_t k = 0; k < state_.drivers.size(); ++k) {
+    DrivenVehicle& driven = state_.drivers[k];
+    const auto* follower = std::get_if<RouteFollowerSpec>(&driven.spec);
+    if (follower == nullptr) continue;
+    TrackRoute(params_.routes[follower->route], driven.vehicle, DriverViewOf(table, driven.row),
+               driven.route);
+    occupants_.push_back(RouteOccupant{.route = follower->route,
+                                       .s_m = driven.route.s_m,
+                                       .front_m = driven.vehicle.front_m,
+                                       .rear_m = driven.vehicle.rear_m,
+                                       .speed_mps = table.speed_mps[driven.row],
+                                       .index = static_cast<std::uint32_t>(k)});
+  }
+  if (!occupants_.empty()) FindLeaders(params_.routes, occupants_, absl::MakeSpan(leaders_));
+
+  // Each driver's intent, as controls its model takes.
+  for (std::size_t k = 0; k < state_.drivers.size(); ++k) {
+    DrivenVehicle& driven = state_.drivers[k];
+    const std::uint32_t row = driven.row;
+    if (table.crashed[row] != 0) continue;
+    const DriverView view = DriverViewOf(table, row);
+    DriverIntent intent;
+    if (const auto* follower = std::get_if<RouteFollowerSpec>(&driven.spec)) {
+      intent = RouteFollowerIntent(*follower, params_.routes[follower->route], driven.vehicle,
+                                   view, leaders_[k], driven.route);
+    } else {
+      intent = CruiseIntent(std::get<CruiseDriverSpec>(driven.spec), driven.vehicle,
+                            view.speed_mps);
+    }
+    const VehicleInput input =
+        ControlsForIntent(driven.vehicle, table.ids[row], intent, view.speed_mps);
+    ABSL_ASSERT(CheckControls(table.kinds[row], input).ok());
+    const std::uint32_t slot = table.slots[row];
+    state_.fleets.Visit(table.kinds[row], [&](auto& fleet) { fleet.SetControls(slot, input); });
+  }
+}
+
+void World::RefreshStaticIndex() {
+  if (cell_size_stale_) {
+    const double cell_size_m = GridCellSize(state_.vehicles);
+    if (cell_size_m != scene_.cell_size_m) {
+      scene_.cell_size_m = cell_size_m;
+      obstacle_grid_stale_ = true;
+    }
+    cell_size_stale_ = false;
+  }
+  if (obstacle_grid_stale_) {
+    IndexObstacles(state_.obstacles, scene_);
+    obstacle_grid_stale_ = false;
+  }
+}
+
+void World::Crash(std::size_t row) {
+  VehicleTable& table = state_.vehicles;
+  table.crashed[row] = 1;
+  const std::uint32_t slot = table.slots[row];
+  state_.fleets.Visit(table.kinds[row], [&](auto& fleet) { fleet.Halt(slot, table); });
+}
+
+void World::SetPose(std::size_t row, const Pose2& pose) {
+  VehicleTable& table = state_.vehicles;
+  const std::uint32_t slot = table.slots[row];
+  state_.fleets.Visit(table.kinds[row], [&](auto& fleet) { fleet.SetPose(slot, pose, table); });
+}
+
+void World::Step(std::vector<ContactEvent>* transitions) {
+  VehicleTable& table = state_.vehicles;
+  const std::size_t n = table.size();
+  const bool stop_on_contact = params_.collision_policy == CollisionPolicy::kStop;
+  // Inputs: the held controls in state_ apply as they are; clients change them only between
+  // ticks (SetInputs). The built-in drivers set theirs here, from the state at the start of
+  // the tick.
+  if (!state_.drivers.empty()) DriveVehicles();
+
+  // Poses at the start of the tick, to sweep vehicles against obstacles.
+  previous_poses_.clear();
+  if (!state_.obstacles.empty()) {
+    previous_poses_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      previous_poses_[i] = Pose2{table.x_m[i], table.y_m[i], table.yaw_rad[i]};
+    }
+  }
+
+  // Vehicle dynamics, model by model; then the new poses go into the table.
+  state_.fleets.ForEach([this, &table](auto& model_fleet) {
+    if (model_fleet.size() == 0) return;
+    model_fleet.Step(params_.dt_s, table);
+  });
+
+  // Vehicles that moved far are swept against obstacles first: under kStop one that hit an
+  // obstacle part-way through the tick goes back to where it hit, before it meets others.
+  RefreshStaticIndex();
+  ComputeVehicleBoxes(table, scene_);
+  contacts_.clear();
+  early_contacts_.clear();
+  // Each collision below appends a run of contacts sorted by pair; merged at the end.
+  std::size_t run_ends[4];
+  CollideWithObstacles(table, previous_poses_, state_.obstacles, stop_on_contact, scene_,
+                       contacts_, early_contacts_);
+  if (stop_on_contact) {
+    for (const EarlyContact& early : early_contacts_) {
+      const std::uint32_t i = early.vehicle_index;
+      SetPose(i, early.pose);
+      scene_.vehicle_boxes[i] = VehicleBox(table, i);
+      scene_.vehicle_bounds[i] = BoundingBox(scene_.vehicle_boxes[i]);
+    }
+  }
+
+  // Broad phase between vehicles; through it, the rest of the obstacle contacts; narrow phase
+  // between vehicles; then the walls.
+  run_ends[0] = contacts_.size();
+  scene_.vehicle_grid.Build(scene_.cell_size_m, scene_.vehicle_bounds);
+  vehicle_grid_stale_ = false;
+  CollideObstaclesWithVehicles(table, state_.obstacles, scene_, contacts_);
+  run_ends[1] = contacts_.size();
+  CollideVehicles(table, scene_, contacts_);
+  run_ends[2] = contacts_.size();
+  if (params_.bounds.has_value()) CollideWithWalls(table, *params_.bounds, scene_, contacts_);
+  run_ends[3] = contacts_.size();
+  MergeContactRuns(run_ends, contacts_, scene_.contact_scratch);
+
+  // Collision response.
+  if (stop_on_contact) {
+    for (const Contact& contact : contacts_) {
+      Crash(static_cast<std::size_t>(table.Find(contact.pair.vehicle)));
+      if (contact.pair.other_kind == ObjectKind::kVehicle) {
+        Crash(static_cast<std::size_t>(table.Find(contact.pair.other_id)));
+      }
+    }
+  }
+
+  // Events, and the clock.
+  ++state_.tick;
+  transitions_.clear();
+  DiffContacts(state_.contacts, state_.tick, absl::MakeSpan(contacts_),
+               transitions != nullptr ? *transitions : transitions_);
+  state_.contacts.swap(contacts_);
+}
+
+bool World::HasDriver(VehicleId id) const {
+  const std::ptrdiff_t row = state_.vehicles.Find(id);
+  return row >= 0 && DriverOf(static_cast<std::size_t>(row)) >= 0;
+}
+
+std::optional<World::Motion> World::MotionOf(VehicleId id) const {
+  const std::ptrdiff_t row = state_.vehicles.Find(id);
+  if (row < 0) return std::nullopt;
+  return Motion{.kind = state_.vehicles.kinds[row], .speed_mps = state_.vehicles.speed_mps[row]};
+}
+
+std::vector<VehicleSnapshot> World::Snapshot() const {
+  const VehicleTable& table = state_.vehicles;
+  std::vector<VehicleSnapshot> vehicles;
+  vehicles.reserve(table.size());
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const std::uint32_t slot = table.slots[i];
+    vehicles.push_back(VehicleSnapshot{
+        .id = table.ids[i],
+        .kind = table.kinds[i],
+        .pose = table.PoseAt(i),
+        .speed_mps = table.speed_mps[i],
+        .readout = state_.fleets.Visit(table.kinds[i],
+                                       [slot, &table](const auto& model_fleet) {
+                                         return model_fleet.ReadoutAt(slot, table);
+                                       }),
+        .crashed = table.crashed[i] != 0,
+    });
+  }
+  // Most worlds carry no sensors: then there is nothing to look up per vehicle.
+  if (state_.scan_beams == 0 && state_.nearest_object_slots == 0) return vehicles;
+
+  // Sensors, for the vehicles that carry them, from the grids of the current state (rebuilt
+  // here if vehicles or obstacles changed since the last step).
+  std::optional<CollisionScene> rebuilt;
+  const CollisionScene* scene = &scene_;
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const VehicleSpec& spec = table.specs[i];
+    if (!spec.range_scan.has_value() && !spec.nearest_objects.has_value()) continue;
+    if (scene == &scene_ && (cell_size_stale_ || vehicle_grid_stale_ || obstacle_grid_stale_)) {
+      rebuilt.emplace();
+      rebuilt->cell_size_m = GridCellSize(table);
+      IndexVehicles(table, *rebuilt);
+      IndexObstacles(state_.obstacles, *rebuilt);
+      scene = &*rebuilt;
+    }
+    const auto self = static_cast<std::uint32_t>(i);
+    if (spec.range_scan.has_value()) {
+      vehicles[i].range_scan =
+          ScanRange(*spec.range_scan, self, *scene, state_.obstacles, params_.bounds);
+    }
+    if (spec.nearest_objects.has_value()) {
+      vehicles[i].nearest_objects =
+          FindNearestObjects(*spec.nearest_objects, self, table, *scene, state_.obstacles);
+    }
+  }
+  return vehicles;
+}
+
+std::vector<VehicleDescription> World::DescribeVehicles() const {
+  const VehicleTable& table = state_.vehicles;
+  std::vector<VehicleDescription> vehicles;
+  vehicles.reserve(table.size());
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    vehicles.push_back({.id = table.ids[i], .spec = table.specs[i]});
+  }
+  return vehicles;
+}
+
+std::uint64_t World::StateHash() const {
+  const VehicleTable& table = state_.vehicles;
+  Fnv1a hash;
+  hash.Add(&state_.tick, sizeof(state_.tick));
+  hash.Add(&state_.next_vehicle_id, sizeof(state_.next_vehicle_id));
+  hash.AddColumn(table.ids);
+  hash.AddColumn(table.kinds);
+  hash.AddColumn(table.crashed);
+  // The pose columns: the kinematic bicycles' state, the other models' published copies.
+  hash.AddColumn(table.x_m);
+  hash.AddColumn(table.y_m);
+  hash.AddColumn(table.yaw_rad);
+  hash.AddColumn(table.speed_mps);
+  hash.AddColumn(table.cos_yaw);  // Derived from yaw, but not bit-exactly for every model.
+  hash.AddColumn(table.sin_yaw);
+  const KinematicBicycleFleet& bicycles = state_.fleets.kinematic_bicycle;
+  hash.AddColumn(bicycles.drive);
+  hash.AddColumn(bicycles.steering_command_rad);
+  hash.AddColumn(bicycles.acceleration_mps2);
+  hash.AddColumn(bicycles.steering_rad);
+  state_.fleets.ForEach([&hash](const auto& fleet) {
+    if constexpr (!std::is_same_v<std::decay_t<decltype(fleet)>, KinematicBicycleFleet>) {
+      hash.AddColumn(fleet.inputs);
+      hash.AddColumn(fleet.states);
+    }
+  });
+  // The drivers' own state: where each follower is on its route (their controls are among
+  // the fleets' inputs above).
+  static_assert(std::is_trivially_copyable_v<RouteFollowerState> &&
+                sizeof(RouteFollowerState) == 2 * sizeof(std::uint32_t) + 2 * sizeof(double));
+  for (const DrivenVehicle& driven : state_.drivers) {
+    hash.Add(&driven.row, sizeof(driven.row));
+    hash.Add(&driven.route, sizeof(driven.route));
+  }
+  hash.Add(&state_.next_obstacle_id, sizeof(state_.next_obstacle_id));
+  for (const Obstacle& obstacle : state_.obstacles) {
+    hash.Add(&obstacle.id, sizeof(obstacle.id));
+    hash.Add(&obstacle.box, sizeof(obstacle.box));
+  }
+  for (const Contact& contact : state_.contacts) {
+    hash.Add(&contact.pair.vehicle, sizeof(contact.pair.vehicle));
+    hash.Add(&contact.pair.other_kind, sizeof(contact.pair.other_kind));
+    hash.Add(&contact.pair.other_id, sizeof(contact.pair.other_id));
+    hash.Add(&contact.normal_x, sizeof(double));
+    hash.Add(&contact.normal_y, sizeof(double));
+    hash.Add(&contact.depth_m, sizeof(double));
+    hash.Add(&contact.began_tick, sizeof(contact.began_tick));
+  }
+  return hash.value();
+}
+
+}  // namespace pitlane::sim

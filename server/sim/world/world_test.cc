@@ -1,0 +1,379 @@
+#include "server/sim/world/world.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pitlane::sim {
+namespace {
+
+using ::testing::DoubleNear;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+World MakeWorld(std::uint32_t max_vehicles = 100) {
+  absl::StatusOr<World> world =
+      World::Create({.tick_rate_hz = 50, .seed = 7, .max_vehicles = max_vehicles});
+  EXPECT_TRUE(world.ok());
+  return *std::move(world);
+}
+
+VehicleSpec At(double x_m, double speed_mps = 0.0) {
+  VehicleSpec spec;
+  spec.initial_pose.x_m = x_m;
+  spec.initial_speed_mps = speed_mps;
+  return spec;
+}
+
+std::vector<VehicleId> Ids(const World& world) {
+  std::vector<VehicleId> ids;
+  for (const VehicleSnapshot& v : world.Snapshot()) ids.push_back(v.id);
+  return ids;
+}
+
+TEST(World, CreateRejectsBadSpecsNamingTheField) {
+  for (const double rate :
+       {0.0, -50.0, 1e-310, 0.999, kNaN, std::numeric_limits<double>::infinity(), 10001.0}) {
+    const auto world = World::Create({.tick_rate_hz = rate, .max_vehicles = 1});
+    EXPECT_EQ(world.status().code(), absl::StatusCode::kInvalidArgument) << rate;
+    EXPECT_THAT(std::string(world.status().message()), HasSubstr("tick_rate_hz")) << rate;
+  }
+  const auto world = World::Create({.tick_rate_hz = 50, .max_vehicles = 0});
+  EXPECT_EQ(world.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(world.status().message()), HasSubstr("max_vehicles"));
+}
+
+TEST(World, SimTimeIsTickOverRateNotASum) {
+  World world = MakeWorld();
+  for (int i = 0; i < 3; ++i) world.Step();
+  EXPECT_EQ(world.tick(), 3u);
+  EXPECT_EQ(world.sim_time_s(), 3 / 50.0);
+  EXPECT_EQ(world.params().dt_s, 1 / 50.0);
+}
+
+TEST(World, IdsStartAtOneAndAreNeverReused) {
+  World world = MakeWorld();
+  EXPECT_THAT(*world.Spawn({At(0), At(10), At(20)}), ElementsAre(1, 2, 3));
+  ASSERT_TRUE(world.Remove(2).ok());
+  EXPECT_EQ(world.Remove(2).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(world.Remove(99).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(world.Remove(0).code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(*world.Spawn({At(30)}), ElementsAre(4));
+  EXPECT_THAT(Ids(world), ElementsAre(1, 3, 4));
+}
+
+TEST(World, SpawnIsAllOrNone) {
+  World world = MakeWorld(/*max_vehicles=*/3);
+  VehicleSpec bad = At(0);
+  bad.width_m = -1;
+  const auto failed = world.Spawn({At(0), bad});
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(failed.status().message()), HasSubstr("[1].width_m"));
+  EXPECT_EQ(world.vehicle_count(), 0u);
+
+  const auto too_many = world.Spawn({At(0), At(1), At(2), At(3)});
+  EXPECT_EQ(too_many.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(world.vehicle_count(), 0u);
+  // Failed spawns consume no ids.
+  EXPECT_THAT(*world.Spawn({At(0), At(1), At(2)}), ElementsAre(1, 2, 3));
+  EXPECT_EQ(world.Spawn({At(5)}).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(World, InputsHoldUntilReplacedAndApplyFromTheNextTick) {
+  World world = MakeWorld();
+  ASSERT_TRUE(world.Spawn({At(0)}).ok());
+  ASSERT_TRUE(world.SetInputs({{.id = 1, .acceleration_mps2 = 1.0}}).ok());
+  EXPECT_EQ(world.Snapshot()[0].speed_mps, 0.0);  // Nothing moves until the tick.
+  for (int i = 0; i < 3; ++i) world.Step();
+  EXPECT_THAT(world.Snapshot()[0].speed_mps, DoubleNear(3 * 0.02, 1e-15));
+  ASSERT_TRUE(world.SetInputs({{.id = 1, .acceleration_mps2 = 0.0, .steering_angle_rad = 5}}).ok());
+  world.Step();
+  EXPECT_THAT(world.Snapshot()[0].speed_mps, DoubleNear(3 * 0.02, 1e-15));
+  EXPECT_EQ(world.Snapshot()[0].readout.steering_angle_rad, 0.6);  // Clamped to the default limit.
+}
+
+TEST(World, SetInputsIsAllOrNoneAndNamesTheEntry) {
+  World world = MakeWorld();
+  ASSERT_TRUE(world.Spawn({At(0), At(10)}).ok());
+  struct Case {
+    std::vector<VehicleInput> inputs;
+    absl::StatusCode code;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {{{.id = 1, .acceleration_mps2 = 1}, {.id = 2, .acceleration_mps2 = kNaN}},
+       absl::StatusCode::kInvalidArgument,
+       "[1].acceleration_mps2"},
+      {{{.id = 1, .steering_angle_rad = -std::numeric_limits<double>::infinity()}},
+       absl::StatusCode::kInvalidArgument,
+       "[0].steering_angle_rad"},
+      {{{.id = 1, .acceleration_mps2 = 1}, {.id = 3}},
+       absl::StatusCode::kNotFound,
+       "[1].vehicle_id"},
+      {{{.id = 2, .acceleration_mps2 = 1}, {.id = 2}},
+       absl::StatusCode::kInvalidArgument,
+       "[1].vehicle_id"},
+  };
+  for (const Case& c : cases) {
+    const absl::Status status = world.SetInputs(c.inputs);
+    EXPECT_EQ(status.code(), c.code) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(c.field));
+  }
+  world.Step();
+  for (const VehicleSnapshot& v : world.Snapshot()) EXPECT_EQ(v.speed_mps, 0.0) << v.id;
+}
+
+TEST(World, RemovingKeepsTheOthersInOrderWithTheirState) {
+  World world = MakeWorld();
+  ASSERT_TRUE(world.Spawn({At(0, 1.0), At(10, 2.0), At(20, 3.0)}).ok());
+  ASSERT_TRUE(world.SetInputs({{.id = 3, .steering_angle_rad = 0.1}}).ok());
+  ASSERT_TRUE(world.Remove(1).ok());
+  const std::vector<VehicleSnapshot> vehicles = world.Snapshot();
+  ASSERT_EQ(vehicles.size(), 2u);
+  EXPECT_EQ(vehicles[0].id, 2u);
+  EXPECT_EQ(vehicles[0].speed_mps, 2.0);
+  EXPECT_EQ(vehicles[1].id, 3u);
+  EXPECT_EQ(vehicles[1].pose.x_m, 20.0);
+  EXPECT_EQ(world.DescribeVehicles()[1].spec.initial_speed_mps, 3.0);
+  // Its held control survived the removal: the wheels take it at the next tick.
+  EXPECT_EQ(vehicles[1].readout.steering_angle_rad, 0.0);
+  world.Step();
+  EXPECT_EQ(world.Snapshot()[1].readout.steering_angle_rad, 0.1);
+}
+
+// Box2D-style determinism check: the same spec and call sequence give the same state hash,
+// and a copy of a world evolves exactly like the original.
+// Sensors are bounded per world, not only per vehicle: at most kMaxScanBeamsPerWorld beams
+// and kMaxNearestObjectsPerWorld nearest-object slots over all vehicles; removing a vehicle
+// gives its share back.
+TEST(World, SensorTotalsAreBounded) {
+  World world = MakeWorld(100000);
+  VehicleSpec scanner;
+  scanner.range_scan = RangeScanSpec{.beam_count = 4000};
+  const std::vector<VehicleSpec> fleet(kMaxScanBeamsPerWorld / 4000, scanner);
+  const std::vector<VehicleId> ids = *world.Spawn(fleet);
+  VehicleSpec one_more;
+  one_more.range_scan = RangeScanSpec{.beam_count = 1};
+  const auto refused = world.Spawn({one_more});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("vehicles: "));
+  EXPECT_EQ(world.vehicle_count(), fleet.size());
+  ASSERT_TRUE(world.Remove(ids.front()).ok());
+  EXPECT_TRUE(world.Spawn({one_more}).ok());
+
+  VehicleSpec watcher;
+  watcher.nearest_objects = NearestObjectsSpec{.count = 200};
+  const std::vector<VehicleSpec> watchers(kMaxNearestObjectsPerWorld / 200, watcher);
+  ASSERT_TRUE(world.Spawn(watchers).ok());
+  EXPECT_EQ(world.Spawn({watcher}).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(World, IsDeterministic) {
+  const auto run = [](World& world, int ticks) {
+    for (int t = 0; t < ticks; ++t) {
+      if (t % 10 == 0) {
+        std::vector<VehicleInput> inputs;
+        for (VehicleId id = 1; id <= 50; ++id) {
+          inputs.push_back({.id = id,
+                            .acceleration_mps2 = std::sin(0.1 * t + id),
+                            .steering_angle_rad = 0.5 * std::cos(0.07 * t * id)});
+        }
+        EXPECT_TRUE(world.SetInputs(inputs).ok());
+      }
+      world.Step();
+    }
+  };
+  std::vector<VehicleSpec> specs;
+  for (int i = 0; i < 50; ++i) {
+    specs.push_back(At(i * 5.0, i % 10));
+    if (i % 3 == 0) {
+      std::get<KinematicBicycleSpec>(specs.back().model).integrator = BicycleIntegrator::kExactArc;
+    }
+  }
+  World a = MakeWorld();
+  World b = MakeWorld();
+  ASSERT_TRUE(a.Spawn(specs).ok());
+  ASSERT_TRUE(b.Spawn(specs).ok());
+  run(a, 300);
+  World copy = a;
+  run(b, 300);
+  EXPECT_EQ(a.StateHash(), b.StateHash());
+  run(a, 100);
+  run(copy, 100);
+  EXPECT_EQ(a.StateHash(), copy.StateHash());
+  copy.Step();
+  EXPECT_NE(a.StateHash(), copy.StateHash());
+}
+
+}  // namespace
+}  // namespace pitlane::sim
+
+namespace pitlane::sim {
+namespace {
+
+// A vehicle of each model, and controls its model takes, for tests that mix the fleets.
+VehicleSpec SpecOfKind(ModelKind kind, int i) {
+  VehicleSpec spec;
+  spec.initial_pose = {.x_m = 20.0 * i, .y_m = -3.0 * i, .yaw_rad = 0.4 * i};
+  spec.initial_speed_mps = 1.0 + (i % 4);
+  switch (kind) {
+    case ModelKind::kKinematicBicycle: spec.model = KinematicBicycleSpec{}; break;
+    case ModelKind::kPhysicsBody: spec.model = PhysicsBodySpec{}; break;
+    case ModelKind::kSingleTrack: spec.model = SingleTrackSpec{}; break;
+    case ModelKind::kFrontWheelDrive: spec.model = FrontWheelDriveSpec{}; break;
+    case ModelKind::kAllWheelDrive: spec.model = AllWheelDriveSpec{}; break;
+    case ModelKind::kForceBased: spec.model = ForceBasedSpec{}; break;
+    case ModelKind::kFourWheel: spec.model = FourWheelSpec{}; break;
+  }
+  return spec;
+}
+
+VehicleInput ControlsOfKind(ModelKind kind, VehicleId id, int t) {
+  const double s = std::sin(0.05 * t + static_cast<double>(id));
+  switch (kind) {
+    case ModelKind::kKinematicBicycle:
+    case ModelKind::kSingleTrack:
+    case ModelKind::kFourWheel:
+      return {.id = id, .acceleration_mps2 = s, .steering_angle_rad = 0.3 * s};
+    case ModelKind::kPhysicsBody:
+      return {.id = id, .target_speed_mps = 4.0 + 2.0 * s, .yaw_rate_radps = 0.2 * s};
+    case ModelKind::kFrontWheelDrive:
+    case ModelKind::kAllWheelDrive:
+    case ModelKind::kForceBased:
+      return {.id = id, .steering_angle_rad = 0.3 * s, .throttle = 0.5 + 0.5 * s,
+              .brake = 0.2 * (1 - s)};
+  }
+  return {.id = id};
+}
+
+// Controls that keep a vehicle of each model moving forward.
+VehicleInput CruiseOfKind(ModelKind kind, VehicleId id) {
+  switch (kind) {
+    case ModelKind::kKinematicBicycle:
+    case ModelKind::kSingleTrack:
+    case ModelKind::kFourWheel:
+      return {.id = id};
+    case ModelKind::kPhysicsBody: return {.id = id, .target_speed_mps = 3.0};
+    case ModelKind::kFrontWheelDrive:
+    case ModelKind::kAllWheelDrive:
+    case ModelKind::kForceBased:
+      return {.id = id, .throttle = 0.3};
+  }
+  return {.id = id};
+}
+
+// Vehicles of every model, interleaved, some removed: each must move exactly as it would alone
+// in its own world (REPORT policy, so nothing interacts). This checks that the table's rows and
+// the fleets' slots stay matched through spawns and removals.
+TEST(World, MixedModelsStepAsIfEachWereAlone) {
+  constexpr int kVehicles = 24;
+  World world = MakeWorld();
+  std::vector<VehicleSpec> specs;
+  std::vector<ModelKind> kinds;
+  for (int i = 0; i < kVehicles; ++i) {
+    kinds.push_back(static_cast<ModelKind>(i % kModelKindCount));
+    specs.push_back(SpecOfKind(kinds.back(), i));
+  }
+  ASSERT_TRUE(world.Spawn(specs).ok());
+  std::vector<int> alive;
+  for (int i = 0; i < kVehicles; ++i) {
+    if (i % 5 == 1 || i % 7 == 3) {
+      ASSERT_TRUE(world.Remove(static_cast<VehicleId>(i + 1)).ok());
+    } else {
+      alive.push_back(i);
+    }
+  }
+  std::vector<World> alone;
+  for (const int i : alive) {
+    alone.push_back(MakeWorld());
+    ASSERT_TRUE(alone.back().Spawn({specs[i]}).ok());
+  }
+  for (int t = 0; t < 300; ++t) {
+    if (t % 25 == 0) {
+      std::vector<VehicleInput> inputs;
+      for (std::size_t k = 0; k < alive.size(); ++k) {
+        const int i = alive[k];
+        inputs.push_back(ControlsOfKind(kinds[i], static_cast<VehicleId>(i + 1), t));
+        VehicleInput solo = inputs.back();
+        solo.id = 1;
+        ASSERT_TRUE(alone[k].SetInputs({solo}).ok());
+      }
+      ASSERT_TRUE(world.SetInputs(inputs).ok());
+    }
+    world.Step();
+    for (World& w : alone) w.Step();
+  }
+  const std::vector<VehicleSnapshot> mixed = world.Snapshot();
+  ASSERT_EQ(mixed.size(), alive.size());
+  for (std::size_t k = 0; k < alive.size(); ++k) {
+    const VehicleSnapshot solo = alone[k].Snapshot()[0];
+    SCOPED_TRACE(::testing::Message() << "vehicle " << alive[k] + 1);
+    EXPECT_EQ(mixed[k].id, static_cast<VehicleId>(alive[k] + 1));
+    EXPECT_EQ(mixed[k].kind, kinds[alive[k]]);
+    EXPECT_EQ(mixed[k].pose.x_m, solo.pose.x_m);
+    EXPECT_EQ(mixed[k].pose.y_m, solo.pose.y_m);
+    EXPECT_EQ(mixed[k].pose.yaw_rad, solo.pose.yaw_rad);
+    EXPECT_EQ(mixed[k].speed_mps, solo.speed_mps);
+    EXPECT_EQ(mixed[k].readout.acceleration_mps2, solo.readout.acceleration_mps2);
+    EXPECT_NE(mixed[k].pose.x_m, specs[alive[k]].initial_pose.x_m);  // They did move.
+  }
+}
+
+// Under STOP, a crash halts a vehicle of any model for good, and its controls are accepted and
+// ignored.
+TEST(World, CrashHaltsEveryModel) {
+  for (std::size_t kind = 0; kind < kModelKindCount; ++kind) {
+    SCOPED_TRACE(ModelName(static_cast<ModelKind>(kind)));
+    World world = *World::Create(
+        {.max_vehicles = 4, .collision_policy = CollisionPolicy::kStop});
+    VehicleSpec spec = SpecOfKind(static_cast<ModelKind>(kind), 0);
+    spec.initial_pose = {};
+    spec.initial_speed_mps = 3.0;
+    VehicleSpec wall;  // A parked bicycle 6 m ahead.
+    wall.initial_pose = {.x_m = 6.0 + 4.5};
+    ASSERT_TRUE(world.Spawn({spec, wall}).ok());
+    ASSERT_TRUE(world.SetInputs({CruiseOfKind(static_cast<ModelKind>(kind), 1)}).ok());
+    for (int t = 0; t < 200 && !world.Snapshot()[0].crashed; ++t) world.Step();
+    const VehicleSnapshot crashed = world.Snapshot()[0];
+    ASSERT_TRUE(crashed.crashed);
+    EXPECT_EQ(crashed.speed_mps, 0.0);
+    ASSERT_TRUE(world.SetInputs({ControlsOfKind(static_cast<ModelKind>(kind), 1, 3)}).ok());
+    for (int t = 0; t < 50; ++t) world.Step();
+    EXPECT_EQ(world.Snapshot()[0].pose.x_m, crashed.pose.x_m);
+    EXPECT_EQ(world.Snapshot()[0].speed_mps, 0.0);
+  }
+}
+
+// Every model at both ends of the tick-rate range (dt = 1 s and 0.1 ms): finite states, speeds
+// within the limits, and at 1 Hz a car that is told to cruise still moves forward.
+TEST(World, EveryModelRunsAtTheExtremeTickRates) {
+  for (const double rate_hz : {kMinTickRate_hz, kMaxTickRate_hz}) {
+    World world = *World::Create({.tick_rate_hz = rate_hz, .max_vehicles = 20});
+    std::vector<VehicleSpec> specs;
+    std::vector<VehicleInput> inputs;
+    for (std::size_t kind = 0; kind < kModelKindCount; ++kind) {
+      specs.push_back(SpecOfKind(static_cast<ModelKind>(kind), static_cast<int>(kind)));
+      inputs.push_back(ControlsOfKind(static_cast<ModelKind>(kind),
+                                      static_cast<VehicleId>(kind + 1), 7));
+    }
+    ASSERT_TRUE(world.Spawn(specs).ok());
+    ASSERT_TRUE(world.SetInputs(inputs).ok());
+    for (int t = 0; t < 200; ++t) world.Step();
+    for (const VehicleSnapshot& v : world.Snapshot()) {
+      SCOPED_TRACE(::testing::Message() << rate_hz << " Hz, " << ModelName(v.kind));
+      EXPECT_TRUE(std::isfinite(v.pose.x_m) && std::isfinite(v.pose.y_m) &&
+                  std::isfinite(v.pose.yaw_rad) && std::isfinite(v.speed_mps));
+      EXPECT_LE(std::abs(v.speed_mps), 60.0);
+      EXPECT_LE(std::abs(v.readout.yaw_rate_radps), 100.0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pitlane::sim
