@@ -1,13 +1,12 @@
 #include "server/api/simulator_service.h"
 
 #include <algorithm>
-#include <chrono>
 #include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
-#include "absl/base/call_once.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -35,13 +34,6 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
   return reactor;
 }
 
-// What a StreamStates call asked for, beyond its session.
-struct StreamOptions {
-  std::uint32_t every_n_ticks = 1;
-  std::optional<double> max_rate_hz;
-  std::vector<sim::VehicleId> vehicle_ids;  // Sorted, unique; empty: all.
-};
-
 // The wire encoding of one StreamStatesResponse without copying the state: `state_bytes`
 // (an encoded WorldState, kept alive by `owner`) as field 1, then `tail`'s fields (2 and up).
 // Protobuf parses a concatenation of encoded fields as one message, so streams share one
@@ -68,95 +60,62 @@ grpc::ByteBuffer EncodeResponse(std::shared_ptr<const void> owner, const std::st
   return grpc::ByteBuffer(slices, 3);
 }
 
-// One StreamStates call: a session subscriber on one side, a gRPC stream on the other.
+// One StreamStates call: a session subscriber (session/subscriber.h: newest frame wins,
+// skips counted, events merged) on one side, a gRPC stream on the other, one write in flight.
+// The subscriber tells it a frame waits (OnReady, outside the session's lock); it takes the
+// frame when no write is in flight, and from OnWriteDone otherwise.
 //
-// The session hands frames over on its stepping thread (OnFrame, which must not block); the
-// stream writes one at a time (one write in flight, the next started from OnWriteDone). A
-// frame that arrives while a write is in flight waits in a one-frame mailbox; a newer frame
-// replaces it and the replaced one is counted as skipped; its contact transitions are kept
-// (up to session::kMaxEventsPerFrame, the rest counted as dropped), its kOngoing events are
-// not (the newer frame reports what is in effect). So a slow reader costs the session
-// nothing and holds at most two frames.
+// Without a vehicle filter the state is encoded once per frame for every stream of the
+// session (FrameEncoder) and sent as the same bytes (EncodeResponse); with one, each stream
+// encodes its own selection.
 //
-// Without a vehicle filter the state is encoded once per frame, by whichever stream sends it
-// first, and every stream sends the same bytes (EncodeResponse); with one, each stream encodes
-// its own selection.
-//
-// Ownership: the reactor owns itself through `self_` until gRPC calls OnDone; the session
-// holds another reference while subscribed, so a frame delivery never meets a dead object.
+// Ownership: the reactor owns itself through `self_` until gRPC calls OnDone; its subscriber
+// holds another reference while the session may still tell it something.
 class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
-                                 public session::FrameSink {
+                                 public session::SubscriberTransport {
  public:
   static grpc::ServerWriteReactor<grpc::ByteBuffer>* Start(
-      std::shared_ptr<session::Session> session, StreamOptions options) {
-    const std::uint32_t every_n_ticks = options.every_n_ticks;
-    auto reactor =
-        std::shared_ptr<StateStreamReactor>(new StateStreamReactor(session, std::move(options)));
+      std::shared_ptr<session::Session> session, session::SubscriberOptions options,
+      std::shared_ptr<FrameEncoder> encoder) {
+    auto reactor = std::shared_ptr<StateStreamReactor>(
+        new StateStreamReactor(session, options.vehicle_ids, std::move(encoder)));
     reactor->self_ = reactor;
-    const absl::StatusOr<std::uint64_t> handle = session->Subscribe(every_n_ticks, reactor);
-    bool unsubscribe = false;
+    auto subscriber =
+        std::make_shared<session::Subscriber>(std::move(options), reactor, &session->clock());
     {
       absl::MutexLock lock(&reactor->mu_);
-      if (!handle.ok()) {
-        reactor->FinishLocked(ToGrpcStatus(handle.status()));
-      } else if (reactor->done_) {
-        unsubscribe = true;  // OnDone ran before the handle was known.
-      } else {
-        reactor->subscription_ = *handle;
-      }
+      reactor->subscriber_ = subscriber;
     }
-    // Outside the reactor's lock: the session calls into reactors holding its own.
-    if (unsubscribe) session->Unsubscribe(*handle);
+    if (absl::Status status = session->Subscribe(subscriber); !status.ok()) {
+      absl::MutexLock lock(&reactor->mu_);
+      reactor->FinishLocked(ToGrpcStatus(status));
+    }
     return reactor.get();
   }
 
-  void OnFrame(std::shared_ptr<const session::Frame> frame, session::FrameEvents events) override {
+  void OnReady() override {
     absl::MutexLock lock(&mu_);
-    if (finishing_) return;
-    if (!options_.vehicle_ids.empty()) {
-      std::erase_if(events.events, [this](const sim::ContactEvent& event) {
-        return !Selected(event.contact);
-      });
-    }
-    // Into the mailbox. A frame still waiting there is replaced: skipped if the reader is
-    // slow (a write in flight), merely decimated if the rate limit held it back. Its contact
-    // transitions stay, in front of the new frame's; its kOngoing events give way to the new
-    // frame's.
-    if (pending_ != nullptr) {
-      if (write_in_flight_) ++skipped_frames_;
-      std::erase_if(pending_events_.events, [](const sim::ContactEvent& event) {
-        return event.phase == sim::ContactPhase::kOngoing;
-      });
-      pending_events_.dropped -= pending_events_.dropped_ongoing;
-      pending_events_.dropped += events.dropped;
-      pending_events_.dropped_ongoing = events.dropped_ongoing;
-      session::AppendEvents(events.events, pending_events_);
-    } else {
-      pending_events_ = std::move(events);
-    }
-    pending_ = std::move(frame);
-    if (!write_in_flight_ && !RateLimitedLocked()) {
-      WriteLocked(std::exchange(pending_, nullptr), std::exchange(pending_events_, {}));
-    }
+    if (!write_in_flight_) WriteNextLocked();
   }
 
-  void OnSessionClosed(const absl::Status& reason) override {
+  // The frame still waiting, if any, goes out before the stream ends: the latest frame is
+  // never dropped.
+  void OnClosed(const absl::Status& reason) override {
     absl::MutexLock lock(&mu_);
     close_status_ = ToGrpcStatus(reason);
+    if (!write_in_flight_) WriteNextLocked();
     if (!write_in_flight_) FinishLocked(*close_status_);
   }
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
     write_in_flight_ = false;
-    if (finishing_) return;
     if (!ok) {
       FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the stream broke"));
-    } else if (pending_ != nullptr && !RateLimitedLocked()) {
-      WriteLocked(std::exchange(pending_, nullptr), std::exchange(pending_events_, {}));
-    } else if (close_status_.has_value()) {
-      FinishLocked(*close_status_);
+      return;
     }
+    WriteNextLocked();
+    if (!write_in_flight_ && close_status_.has_value()) FinishLocked(*close_status_);
   }
 
   void OnCancel() override {
@@ -165,65 +124,53 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   }
 
   void OnDone() override {
-    std::optional<std::uint64_t> subscription;
+    std::shared_ptr<session::Subscriber> subscriber;
     {
       absl::MutexLock lock(&mu_);
-      done_ = true;
-      subscription = subscription_;
+      subscriber = std::move(subscriber_);
     }
-    if (subscription.has_value()) session_->Unsubscribe(*subscription);
+    if (subscriber != nullptr) session_->Unsubscribe(subscriber.get());
     self_.reset();  // May destroy this object: nothing may follow.
   }
 
  private:
-  StateStreamReactor(std::shared_ptr<session::Session> session, StreamOptions options)
-      : session_(std::move(session)), options_(std::move(options)) {}
+  StateStreamReactor(std::shared_ptr<session::Session> session,
+                     std::vector<sim::VehicleId> vehicle_ids, std::shared_ptr<FrameEncoder> encoder)
+      : session_(std::move(session)),
+        vehicle_ids_(std::move(vehicle_ids)),
+        encoder_(std::move(encoder)) {}
 
-  bool Selected(const sim::Contact& contact) const {
-    const auto has = [this](sim::VehicleId id) {
-      return std::binary_search(options_.vehicle_ids.begin(), options_.vehicle_ids.end(), id);
-    };
-    return has(contact.pair.vehicle) ||
-           (contact.pair.other_kind == sim::ObjectKind::kVehicle && has(contact.pair.other_id));
+  bool Selected(sim::VehicleId id) const {
+    return std::binary_search(vehicle_ids_.begin(), vehicle_ids_.end(), id);
   }
 
-  // Whether a message now would exceed max_rate_hz (a frame that arrives too early waits in
-  // the mailbox and may be replaced; the wall clock only thins out what is sent).
-  bool RateLimitedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!options_.max_rate_hz.has_value() || !last_write_.has_value()) return false;
-    return std::chrono::steady_clock::now() - *last_write_ <
-           std::chrono::duration<double>(1.0 / *options_.max_rate_hz);
-  }
-
-  void WriteLocked(std::shared_ptr<const session::Frame> frame, const session::FrameEvents& events)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finishing_ || subscriber_ == nullptr) return;
+    std::optional<session::Delivery> delivery = subscriber_->Take();
+    if (!delivery.has_value()) return;
+    const session::Frame& frame = *delivery->frame;
     v1::StreamStatesResponse tail;
-    tail.set_skipped_frames(std::exchange(skipped_frames_, 0));
-    EventsToProto(events, tail.mutable_events());
-    tail.set_dropped_events(events.dropped);
-    if (options_.vehicle_ids.empty()) {
-      absl::call_once(frame->encode_once, [&frame] {
-        v1::WorldState state;
-        FrameToProto(*frame, &state);
-        state.SerializeToString(&frame->encoded_state);
-      });
-      buffer_ = EncodeResponse(frame, frame->encoded_state, tail);
+    tail.set_skipped_frames(delivery->skipped_frames);
+    EventsToProto(delivery->events, tail.mutable_events());
+    tail.set_dropped_events(delivery->events.dropped);
+    if (vehicle_ids_.empty()) {
+      const std::shared_ptr<const std::string> state = encoder_->Encode(delivery->frame);
+      buffer_ = EncodeResponse(state, *state, tail);
     } else {
       v1::WorldState state;
-      SimTimeToProto(frame->time, state.mutable_time());
-      for (const sim::VehicleSnapshot& vehicle : frame->vehicles) {
-        if (std::binary_search(options_.vehicle_ids.begin(), options_.vehicle_ids.end(),
-                               vehicle.id)) {
-          VehicleStateToProto(vehicle, state.add_vehicles());
-        }
+      SimTimeToProto(frame.time, state.mutable_time());
+      for (const sim::VehicleSnapshot& vehicle : frame.vehicles) {
+        if (Selected(vehicle.id)) VehicleStateToProto(vehicle, state.add_vehicles());
       }
-      for (const sim::Contact& contact : frame->contacts) {
-        if (Selected(contact)) ContactToProto(contact, state.add_contacts());
+      for (const sim::Contact& contact : frame.contacts) {
+        if (Selected(contact.pair.vehicle) ||
+            (contact.pair.other_kind == sim::ObjectKind::kVehicle && Selected(contact.pair.other_id))) {
+          ContactToProto(contact, state.add_contacts());
+        }
       }
       auto selected = std::make_shared<std::string>(state.SerializeAsString());
       buffer_ = EncodeResponse(selected, *selected, tail);
     }
-    last_write_ = std::chrono::steady_clock::now();
     write_in_flight_ = true;
     StartWrite(&buffer_);
   }
@@ -231,37 +178,30 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finishing_) return;
     finishing_ = true;
-    pending_.reset();
-    pending_events_ = {};
     Finish(std::move(status));
   }
 
   const std::shared_ptr<session::Session> session_;
-  const StreamOptions options_;
+  const std::vector<sim::VehicleId> vehicle_ids_;  // Sorted, unique; empty: all.
+  const std::shared_ptr<FrameEncoder> encoder_;
   std::shared_ptr<StateStreamReactor> self_;
 
   absl::Mutex mu_;
+  std::shared_ptr<session::Subscriber> subscriber_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer buffer_ ABSL_GUARDED_BY(mu_);  // The write in flight.
-  std::shared_ptr<const session::Frame> pending_ ABSL_GUARDED_BY(mu_);
-  session::FrameEvents pending_events_ ABSL_GUARDED_BY(mu_);  // Go with pending_.
-  std::uint64_t skipped_frames_ ABSL_GUARDED_BY(mu_) = 0;
-  std::optional<std::chrono::steady_clock::time_point> last_write_ ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> close_status_ ABSL_GUARDED_BY(mu_);  // Set once the session closed.
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
-  std::optional<std::uint64_t> subscription_ ABSL_GUARDED_BY(mu_);
 };
 
 // One Drive call: a controller for one vehicle. Reads: the attach message, then controls,
 // each handed to the session (which applies it between ticks). Writes: an observation per
-// frame the session publishes, one write in flight and the newest waiting (latest wins, as in
-// StateStreamReactor); the vehicle's contact transitions of skipped frames are kept.
+// frame its subscriber delivers (newest wins, the vehicle's contact events kept), one write
+// in flight.
 //
-// Locking: the session calls OnFrame with its lock held, so this object never calls into the
-// session while holding its own lock.
+// Locking: never calls into the session while holding its own lock.
 class DriveReactor final : public grpc::ServerBidiReactor<v1::DriveRequest, v1::DriveResponse>,
-                           public session::FrameSink {
+                           public session::SubscriberTransport {
  public:
   static grpc::ServerBidiReactor<v1::DriveRequest, v1::DriveResponse>* Start(
       session::SessionManager& sessions) {
@@ -279,7 +219,7 @@ class DriveReactor final : public grpc::ServerBidiReactor<v1::DriveRequest, v1::
     bool attached;
     {
       absl::MutexLock lock(&mu_);
-      attached = handle_.has_value();
+      attached = subscriber_ != nullptr;
     }
     const absl::Status status = attached ? Control() : Attach();
     if (!status.ok()) {
@@ -289,29 +229,12 @@ class DriveReactor final : public grpc::ServerBidiReactor<v1::DriveRequest, v1::
     StartRead(&request_);
   }
 
-  void OnFrame(std::shared_ptr<const session::Frame> frame, session::FrameEvents events) override {
+  void OnReady() override {
     absl::MutexLock lock(&mu_);
-    if (finishing_ || finish_after_write_.has_value()) return;
-    // Only this vehicle's events; kOngoing ones of a replaced frame give way to the new one's.
-    const auto mine = [this](const sim::ContactEvent& event) {
-      return event.contact.pair.vehicle == vehicle_ ||
-             (event.contact.pair.other_kind == sim::ObjectKind::kVehicle &&
-              event.contact.pair.other_id == vehicle_);
-    };
-    if (pending_ != nullptr) {
-      ++skipped_;
-      std::erase_if(pending_events_, [](const sim::ContactEvent& event) {
-        return event.phase == sim::ContactPhase::kOngoing;
-      });
-    }
-    for (const sim::ContactEvent& event : events.events) {
-      if (mine(event)) pending_events_.push_back(event);
-    }
-    pending_ = std::move(frame);
-    if (!write_in_flight_) WriteLocked();
+    if (!write_in_flight_) WriteNextLocked();
   }
 
-  void OnSessionClosed(const absl::Status& reason) override { FinishSoon(ToGrpcStatus(reason)); }
+  void OnClosed(const absl::Status& reason) override { FinishSoon(ToGrpcStatus(reason)); }
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
@@ -321,8 +244,8 @@ class DriveReactor final : public grpc::ServerBidiReactor<v1::DriveRequest, v1::
       FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the stream broke"));
     } else if (finish_after_write_.has_value()) {
       FinishLocked(*finish_after_write_);
-    } else if (pending_ != nullptr) {
-      WriteLocked();
+    } else {
+      WriteNextLocked();
     }
   }
 
@@ -333,13 +256,13 @@ class DriveReactor final : public grpc::ServerBidiReactor<v1::DriveRequest, v1::
 
   void OnDone() override {
     std::shared_ptr<session::Session> session;
-    std::optional<std::uint64_t> handle;
+    std::shared_ptr<session::Subscriber> subscriber;
     {
       absl::MutexLock lock(&mu_);
       session = session_;
-      handle = handle_;
+      subscriber = std::move(subscriber_);
     }
-    if (session != nullptr && handle.has_value()) session->DetachController(*handle);
+    if (session != nullptr && subscriber != nullptr) session->DetachController(subscriber.get());
     self_.reset();  // May destroy this object: nothing may follow.
   }
 
@@ -367,17 +290,22 @@ class DriveReactor final : public grpc::ServerBidiReactor<v1::DriveRequest, v1::
         return absl::InvalidArgumentError(absl::StrCat(
             "attach.on_disconnect: unknown value ", attach.on_disconnect()));
     }
+    auto subscriber = std::make_shared<session::Subscriber>(
+        session::SubscriberOptions{.vehicle_ids = {attach.vehicle_id()}}, self_,
+        &(*session)->clock());
     {
       absl::MutexLock lock(&mu_);
       vehicle_ = attach.vehicle_id();
       session_ = *session;
+      subscriber_ = subscriber;
     }
-    // The session delivers the first observation from inside this call.
-    absl::StatusOr<std::uint64_t> handle =
-        (*session)->AttachController(attach.vehicle_id(), action, self_);
-    if (!handle.ok()) return PrefixField("attach", handle.status());
-    absl::MutexLock lock(&mu_);
-    handle_ = *handle;
+    // The session offers the first observation from inside this call.
+    const absl::Status attached = (*session)->AttachController(attach.vehicle_id(), action, subscriber);
+    if (!attached.ok()) {
+      absl::MutexLock lock(&mu_);
+      subscriber_.reset();
+      return PrefixField("attach", attached);
+    }
     return absl::OkStatus();
   }
 
@@ -387,15 +315,17 @@ class DriveReactor final : public grpc::ServerBidiReactor<v1::DriveRequest, v1::
     }
     const v1::DriveControl& control = request_.control();
     std::shared_ptr<session::Session> session;
-    std::uint64_t handle = 0;
+    const session::Subscriber* subscriber = nullptr;
     {
       absl::MutexLock lock(&mu_);
       session = session_;
-      handle = *handle_;
+      subscriber = subscriber_.get();
     }
     absl::StatusOr<session::ControlReceipt> receipt =
-        session->ApplyControl(handle, control.tick(), VehicleInputFromProto(control.control()));
+        session->ApplyControl(subscriber, control.tick(), VehicleInputFromProto(control.control()));
     if (!receipt.ok()) {
+      // The vehicle or the controller is gone: the message names vehicle_id already.
+      if (receipt.status().code() != absl::StatusCode::kInvalidArgument) return receipt.status();
       // "tick: ..." belongs to DriveControl; the model's field errors to its VehicleControl.
       const bool tick_error = absl::StartsWith(receipt.status().message(), "tick:");
       return PrefixField(tick_error ? "control" : "control.control", receipt.status());
@@ -406,33 +336,24 @@ class DriveReactor final : public grpc::ServerBidiReactor<v1::DriveRequest, v1::
     return absl::OkStatus();
   }
 
-  void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const std::shared_ptr<const session::Frame> frame = std::exchange(pending_, nullptr);
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finishing_ || finish_after_write_.has_value() || subscriber_ == nullptr) return;
+    std::optional<session::Delivery> delivery = subscriber_->Take();
+    if (!delivery.has_value()) return;
+    const session::Frame& frame = *delivery->frame;
     const auto it = std::lower_bound(
-        frame->vehicles.begin(), frame->vehicles.end(), vehicle_,
+        frame.vehicles.begin(), frame.vehicles.end(), vehicle_,
         [](const sim::VehicleSnapshot& v, sim::VehicleId id) { return v.id < id; });
-    if (it == frame->vehicles.end() || it->id != vehicle_) {
+    if (it == frame.vehicles.end() || it->id != vehicle_) {
       FinishLocked(grpc::Status(grpc::StatusCode::NOT_FOUND,
                                 absl::StrCat("vehicle_id: vehicle ", vehicle_, " was removed")));
       return;
     }
     response_.Clear();
-    SimTimeToProto(frame->time, response_.mutable_time());
+    SimTimeToProto(frame.time, response_.mutable_time());
     VehicleStateToProto(*it, response_.mutable_vehicle());
-    // Ongoing contacts of this vehicle at this tick.
-    for (const sim::Contact& contact : frame->contacts) {
-      const bool mine = contact.pair.vehicle == vehicle_ ||
-                        (contact.pair.other_kind == sim::ObjectKind::kVehicle &&
-                         contact.pair.other_id == vehicle_);
-      if (mine && contact.began_tick < frame->time.tick) {
-        pending_events_.push_back({.tick = frame->time.tick,
-                                   .phase = sim::ContactPhase::kOngoing,
-                                   .contact = contact});
-      }
-    }
-    session::FrameEvents events{.events = std::exchange(pending_events_, {})};
-    EventsToProto(events, response_.mutable_events());
-    response_.set_skipped_observations(std::exchange(skipped_, 0));
+    EventsToProto(delivery->events, response_.mutable_events());
+    response_.set_skipped_observations(delivery->skipped_frames);
     response_.set_late_controls(late_);
     response_.set_stale_controls(stale_);
     write_in_flight_ = true;
@@ -452,7 +373,6 @@ class DriveReactor final : public grpc::ServerBidiReactor<v1::DriveRequest, v1::
   void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finishing_) return;
     finishing_ = true;
-    pending_.reset();
     Finish(std::move(status));
   }
 
@@ -462,17 +382,71 @@ class DriveReactor final : public grpc::ServerBidiReactor<v1::DriveRequest, v1::
 
   absl::Mutex mu_;
   std::shared_ptr<session::Session> session_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<session::Subscriber> subscriber_ ABSL_GUARDED_BY(mu_);  // Once attached.
   sim::VehicleId vehicle_ ABSL_GUARDED_BY(mu_) = 0;
-  std::optional<std::uint64_t> handle_ ABSL_GUARDED_BY(mu_);
   v1::DriveResponse response_ ABSL_GUARDED_BY(mu_);  // The write in flight.
-  std::shared_ptr<const session::Frame> pending_ ABSL_GUARDED_BY(mu_);
-  std::vector<sim::ContactEvent> pending_events_ ABSL_GUARDED_BY(mu_);
-  std::uint64_t skipped_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t late_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t stale_ ABSL_GUARDED_BY(mu_) = 0;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> finish_after_write_ ABSL_GUARDED_BY(mu_);
+};
+
+// One Step call. The session's workers run it (Session::StartStep); the call finishes when
+// they are done. A client that cancels (or whose deadline passes) stops it between two ticks.
+//
+// Ownership: shared by gRPC (until OnDone) and the Step's completion callback, so neither
+// can outlive the other's use of it.
+class StepReactor final : public grpc::ServerUnaryReactor {
+ public:
+  static grpc::ServerUnaryReactor* Start(std::shared_ptr<session::Session> session,
+                                         const v1::StepRequest& request,
+                                         v1::StepResponse* response) {
+    auto reactor = std::shared_ptr<StepReactor>(new StepReactor(response));
+    reactor->self_ = reactor;
+    std::optional<std::uint64_t> expected_tick;
+    if (request.has_expected_tick()) expected_tick = request.expected_tick();
+    absl::StatusOr<std::shared_ptr<session::StepTicket>> ticket = session->StartStep(
+        request.ticks(), expected_tick,
+        [reactor](absl::StatusOr<session::StepResult> result) { reactor->Done(std::move(result)); });
+    if (!ticket.ok()) {
+      reactor->Finish(ToGrpcStatus(ticket.status()));
+    } else {
+      absl::MutexLock lock(&reactor->mu_);
+      reactor->ticket_ = *ticket;
+      if (reactor->cancelled_) (*ticket)->Cancel();
+    }
+    return reactor.get();
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    if (ticket_ != nullptr) ticket_->Cancel();
+  }
+
+  void OnDone() override { self_.reset(); }  // May destroy this object: nothing may follow.
+
+ private:
+  explicit StepReactor(v1::StepResponse* response) : response_(response) {}
+
+  // On a worker: the response is filled there, off gRPC's threads.
+  void Done(absl::StatusOr<session::StepResult> result) {
+    if (!result.ok()) {
+      Finish(ToGrpcStatus(result.status()));
+      return;
+    }
+    FrameToProto(*result->frame, response_->mutable_state());
+    EventsToProto(result->events, response_->mutable_events());
+    response_->set_dropped_events(result->events.dropped);
+    Finish(grpc::Status::OK);
+  }
+
+  v1::StepResponse* const response_;
+  std::shared_ptr<StepReactor> self_;
+  absl::Mutex mu_;
+  std::shared_ptr<session::StepTicket> ticket_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace
@@ -635,17 +609,9 @@ grpc::ServerUnaryReactor* SimulatorService::SetControls(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* SimulatorService::Step(grpc::CallbackServerContext* context,
                                                  const v1::StepRequest* request,
                                                  v1::StepResponse* response) {
-  return FinishUnary(context, [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
-    std::optional<std::uint64_t> expected_tick;
-    if (request->has_expected_tick()) expected_tick = request->expected_tick();
-    ASSIGN_OR_RETURN(const session::StepResult result,
-                     session->Step(request->ticks(), expected_tick));
-    FrameToProto(*result.frame, response->mutable_state());
-    EventsToProto(result.events, response->mutable_events());
-    response->set_dropped_events(result.events.dropped);
-    return absl::OkStatus();
-  }());
+  absl::StatusOr<std::shared_ptr<session::Session>> session = sessions_.Find(request->session_id());
+  if (!session.ok()) return FinishUnary(context, session.status());
+  return StepReactor::Start(*std::move(session), *request, response);
 }
 
 grpc::ServerUnaryReactor* SimulatorService::SetClock(grpc::CallbackServerContext* context,
@@ -703,7 +669,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* SimulatorService::StreamStates(
       return new Failed(absl::InvalidArgumentError("request: not a StreamStatesRequest"));
     }
   }
-  StreamOptions options;
+  session::SubscriberOptions options;
   if (request.has_every_n_ticks()) {
     if (request.every_n_ticks() < 1) {
       return new Failed(absl::InvalidArgumentError("every_n_ticks: must be >= 1, got 0"));
@@ -728,7 +694,21 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* SimulatorService::StreamStates(
   absl::StatusOr<std::shared_ptr<session::Session>> session =
       sessions_.Find(request.session_id());
   if (!session.ok()) return new Failed(session.status());
-  return StateStreamReactor::Start(*std::move(session), std::move(options));
+  std::shared_ptr<FrameEncoder> encoder = EncoderFor(**session);
+  return StateStreamReactor::Start(*std::move(session), std::move(options), std::move(encoder));
+}
+
+std::shared_ptr<FrameEncoder> SimulatorService::EncoderFor(const session::Session& session) {
+  absl::MutexLock lock(&encoders_mu_);
+  std::weak_ptr<FrameEncoder>& slot = encoders_[&session];
+  std::shared_ptr<FrameEncoder> encoder = slot.lock();
+  if (encoder == nullptr) {
+    encoder = std::make_shared<FrameEncoder>();
+    slot = encoder;
+    // Forget the sessions nobody streams any more.
+    absl::erase_if(encoders_, [](const auto& entry) { return entry.second.expired(); });
+  }
+  return encoder;
 }
 
 grpc::ServerBidiReactor<v1::DriveRequest, v1::DriveResponse>* SimulatorService::Drive(

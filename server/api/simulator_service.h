@@ -6,8 +6,14 @@
 #define PITLANE_SERVER_API_SIMULATOR_SERVICE_H_
 
 #include <cstdint>
+#include <memory>
+#include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "pitlane/v1/simulator.grpc.pb.h"
+#include "server/api/frame_encoder.h"
 #include "server/session/session_manager.h"
 
 namespace pitlane::api {
@@ -81,8 +87,15 @@ class SimulatorService final
       grpc::CallbackServerContext* context) override;
 
  private:
+  // The encoder the streams of `session` share.
+  std::shared_ptr<FrameEncoder> EncoderFor(const session::Session& session);
+
   session::SessionManager& sessions_;
   const std::string scenario_dir_;
+  absl::Mutex encoders_mu_;
+  // Per session streamed: an encoder alive while a stream of the session holds it.
+  absl::flat_hash_map<const session::Session*, std::weak_ptr<FrameEncoder>> encoders_
+      ABSL_GUARDED_BY(encoders_mu_);
 };
 
 }  // namespace pitlane::api

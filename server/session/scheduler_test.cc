@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "server/session/clock.h"
 #include "server/session/session.h"
+#include "server/session/testing/recording_transport.h"
 #include "server/sim/world/world.h"
 
 namespace pitlane::session {
@@ -278,14 +279,6 @@ TEST(SessionClock, BadFactorsAreRejectedNamingTheField) {
   EXPECT_EQ(session->Describe(false).config.clock.real_time_factor, 1.0);
 }
 
-class CountingSink final : public FrameSink {
- public:
-  void OnFrame(std::shared_ptr<const Frame> frame, FrameEvents) override {
-    last_tick = frame->time.tick;
-  }
-  void OnSessionClosed(const absl::Status&) override {}
-  std::uint64_t last_tick = 0;
-};
 
 // BARRIER: a tick runs as soon as every controller has answered the latest observation, or
 // once the timeout has passed since it was published; never with no controller attached.
@@ -297,21 +290,22 @@ TEST(SessionClock, BarrierWaitsForEveryControllerOrTheTimeout) {
   RunFor(clock, scheduler, kMs, 500 * kMs);
   EXPECT_EQ(session->Now().tick, 0u);  // No controller: time stands still.
 
-  auto sink_a = std::make_shared<CountingSink>();
-  auto sink_b = std::make_shared<CountingSink>();
-  const std::uint64_t a = *session->AttachController(1, DisconnectAction::kHoldControls, sink_a);
-  const std::uint64_t b = *session->AttachController(2, DisconnectAction::kHoldControls, sink_b);
-  EXPECT_EQ(session->AttachController(2, DisconnectAction::kHoldControls, sink_b).status().code(),
+  const auto [sink_a, a] = testing::RecordingTransport::Make(session->clock());
+  const auto [sink_b, b_subscriber] = testing::RecordingTransport::Make(session->clock());
+  const Subscriber* b = b_subscriber.get();
+  ASSERT_TRUE(session->AttachController(1, DisconnectAction::kHoldControls, a).ok());
+  ASSERT_TRUE(session->AttachController(2, DisconnectAction::kHoldControls, b_subscriber).ok());
+  EXPECT_EQ(session->AttachController(2, DisconnectAction::kHoldControls, b_subscriber).code(),
             absl::StatusCode::kAlreadyExists);
   // Both answer tick 0 at once: tick 1 runs without waiting.
-  ASSERT_EQ(*session->ApplyControl(a, 0, {.acceleration_mps2 = 1.0}), ControlReceipt::kOnTime);
+  ASSERT_EQ(*session->ApplyControl(a.get(), 0, {.acceleration_mps2 = 1.0}), ControlReceipt::kOnTime);
   EXPECT_EQ(scheduler.RunDue(), 0);  // B has not answered.
   ASSERT_EQ(*session->ApplyControl(b, 0, {}), ControlReceipt::kOnTime);
   EXPECT_EQ(scheduler.RunDue(), 1);
   EXPECT_EQ(session->Now().tick, 1u);
-  EXPECT_EQ(sink_a->last_tick, 1u);
+  EXPECT_EQ(sink_a->last_tick(), 1u);
   // Only A answers tick 1: tick 2 waits the 100 ms timeout, and counts it.
-  ASSERT_TRUE(session->ApplyControl(a, 1, {}).ok());
+  ASSERT_TRUE(session->ApplyControl(a.get(), 1, {}).ok());
   RunFor(clock, scheduler, kMs, clock.NowNanos() + 99 * kMs);
   EXPECT_EQ(session->Now().tick, 1u);
   RunFor(clock, scheduler, kMs, clock.NowNanos() + 2 * kMs);
@@ -323,7 +317,7 @@ TEST(SessionClock, BarrierWaitsForEveryControllerOrTheTimeout) {
   EXPECT_EQ(session->ApplyControl(b, 7, {}).status().code(), absl::StatusCode::kInvalidArgument);
   // A controller leaving: the other alone drives the barrier.
   session->DetachController(b);
-  ASSERT_TRUE(session->ApplyControl(a, 2, {}).ok());
+  ASSERT_TRUE(session->ApplyControl(a.get(), 2, {}).ok());
   EXPECT_EQ(scheduler.RunDue(), 1);
   EXPECT_EQ(session->Now().tick, 3u);
 }
@@ -336,11 +330,11 @@ TEST(SessionClock, ADepartingControllerBrakesItsVehicleToAStop) {
   sim::VehicleSpec spec;
   spec.initial_speed_mps = 10.0;
   ASSERT_TRUE(session->SpawnVehicles({spec}).ok());
-  auto sink = std::make_shared<CountingSink>();
-  const std::uint64_t handle = *session->AttachController(1, DisconnectAction::kBrakeToStop, sink);
+  const auto [sink, controller] = testing::RecordingTransport::Make(session->clock());
+  ASSERT_TRUE(session->AttachController(1, DisconnectAction::kBrakeToStop, controller).ok());
   EXPECT_EQ(session->SetControls({{.id = 1}}).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  session->DetachController(handle);
+  session->DetachController(controller.get());
   // 10 m/s at the default 8 m/s² braking: 1.25 s = 63 ticks at 50 Hz, then it stands.
   ASSERT_TRUE(session->Step(62, std::nullopt).ok());
   EXPECT_GT(session->CurrentFrame()->vehicles[0].speed_mps, 0.0);

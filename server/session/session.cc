@@ -1,7 +1,10 @@
 #include "server/session/session.h"
 
 #include <algorithm>
+#include <iterator>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "server/util/field_checks.h"
@@ -34,14 +37,25 @@ absl::Status CheckClockSettings(const ClockSettings& settings) {
                       kMaxBarrierTimeout_s);
 }
 
+namespace {
+
+// The clock sessions without a scheduler measure rate limits with.
+const Clock* ProcessClock() {
+  static const SteadyClock* const clock = new SteadyClock();
+  return clock;
+}
+
+}  // namespace
+
 Session::Session(std::string id, SessionConfig config, sim::World world,
                  std::uint32_t max_ticks_per_step, Scheduler* scheduler)
     : id_(std::move(id)),
       config_(std::move(config)),
       max_ticks_per_step_(max_ticks_per_step),
       scheduler_(scheduler),
+      clock_(scheduler != nullptr ? &scheduler->clock() : ProcessClock()),
       world_(std::move(world)),
-      clock_(config_.clock) {}
+      clock_settings_(config_.clock) {}
 
 void Session::Start() {
   Touch();
@@ -49,59 +63,327 @@ void Session::Start() {
   {
     absl::MutexLock lock(&mu_);
     if (!PacedLocked() || scheduler_ == nullptr) return;
-    now_ns = scheduler_->clock().NowNanos();
+    now_ns = clock_->NowNanos();
     AnchorLocked(now_ns);
   }
   scheduler_->Schedule(shared_from_this(), now_ns + static_cast<std::int64_t>(period_ns_));
 }
 
-absl::StatusOr<ClockSettings> Session::SetClock(const ClockUpdate& update) {
-  ClockSettings settings;
-  std::optional<std::int64_t> next_run;
-  {
-    absl::MutexLock lock(&mu_);
-    RETURN_IF_ERROR(CheckOpenLocked());
-    settings = clock_;
-    if (update.mode.has_value()) settings.mode = *update.mode;
-    if (update.real_time_factor.has_value()) settings.real_time_factor = *update.real_time_factor;
-    if (update.paused.has_value()) settings.paused = *update.paused;
-    if (update.barrier_timeout_s.has_value()) {
-      settings.barrier_timeout_s = *update.barrier_timeout_s;
-    }
-    RETURN_IF_ERROR(CheckClockSettings(settings));
-    if (settings.mode != ClockMode::kLockstep && scheduler_ == nullptr) {
-      return absl::FailedPreconditionError(
-          "clock_mode: this server runs no scheduler; only LOCKSTEP is available");
-    }
-    clock_ = settings;
-    next_run = RestartPacingLocked();
-    // Not paced any more: a run now finds that out and leaves the queue. (Never Cancel here:
-    // a concurrent SetClock that resumed the clock may have scheduled it meanwhile.)
-    if (!next_run.has_value() && scheduler_ != nullptr) next_run = scheduler_->clock().NowNanos();
+void Session::Finish(AfterUnlock after) {
+  for (const std::shared_ptr<Subscriber>& subscriber : after.ready) {
+    subscriber->transport().OnReady();
   }
-  if (next_run.has_value()) ScheduleAt(*next_run);
+  for (auto& [ticket, result] : after.finished) ticket->on_done_(std::move(result));
+  if (after.schedule_at.has_value() && scheduler_ != nullptr) {
+    scheduler_->Schedule(shared_from_this(), *after.schedule_at);
+  }
+}
+
+// ---- The door -------------------------------------------------------------------------------
+
+absl::Status Session::CheckCommandLocked(const Command& command) const {
+  RETURN_IF_ERROR(CheckOpenLocked());
+  if (const auto* controls = std::get_if<SetControlsCommand>(&command)) {
+    for (std::size_t i = 0; i < controls->inputs.size(); ++i) {
+      for (const Controller& controller : controllers_) {
+        if (controller.vehicle == controls->inputs[i].id) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "[", i, "].vehicle_id: vehicle ", controls->inputs[i].id,
+              " is driven by a Drive stream; only its controller sets its controls"));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::ApplyLocked(const Command& command, std::vector<std::uint64_t>* ids) {
+  const std::uint64_t tick = world_.tick();
+  absl::Status status = std::visit(
+      [&](const auto& c) -> absl::Status {
+        using T = std::decay_t<decltype(c)>;
+        if constexpr (std::is_same_v<T, SpawnVehiclesCommand>) {
+          ASSIGN_OR_RETURN(std::vector<sim::VehicleId> spawned, world_.Spawn(c.specs));
+          if (ids != nullptr) *ids = std::move(spawned);
+        } else if constexpr (std::is_same_v<T, RemoveVehicleCommand>) {
+          RETURN_IF_ERROR(world_.Remove(c.vehicle_id));
+        } else if constexpr (std::is_same_v<T, AddObstaclesCommand>) {
+          ASSIGN_OR_RETURN(std::vector<sim::ObstacleId> added, world_.AddObstacles(c.specs));
+          if (ids != nullptr) *ids = std::move(added);
+        } else if constexpr (std::is_same_v<T, RemoveObstacleCommand>) {
+          RETURN_IF_ERROR(world_.RemoveObstacle(c.obstacle_id));
+        } else if constexpr (std::is_same_v<T, SetControlsCommand>) {
+          RETURN_IF_ERROR(world_.SetInputs(c.inputs));
+          // Controls take over from the brakes of a controller that left.
+          for (const sim::VehicleInput& input : c.inputs) std::erase(braking_, input.id);
+        } else if constexpr (std::is_same_v<T, AttachControllerCommand>) {
+          std::erase(braking_, c.vehicle_id);  // A new controller takes over from the brakes.
+        } else if constexpr (std::is_same_v<T, DetachControllerCommand>) {
+          if (c.on_disconnect == DisconnectAction::kBrakeToStop && world_.Contains(c.vehicle_id)) {
+            braking_.push_back(c.vehicle_id);
+          }
+        } else if constexpr (std::is_same_v<T, SetClockCommand>) {
+          ASSIGN_OR_RETURN(clock_settings_, MergeClockLocked(c.update));
+        } else if constexpr (std::is_same_v<T, ResetCommand>) {
+          // Built under the lock: the new world continues the old one's ids.
+          ASSIGN_OR_RETURN(sim::World world, BuildWorld(config_));
+          world_ = std::move(world);
+          braking_.clear();
+        } else if constexpr (std::is_same_v<T, StepCommand>) {
+          // Observed when a Step starts; its ticks are stepped by RunStepLocked.
+        }
+        return absl::OkStatus();
+      },
+      command);
+  if (!status.ok()) return status;
+  for (const std::shared_ptr<CommandObserver>& observer : observers_) {
+    observer->OnCommand(tick, command);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::Apply(const Command& command) {
+  if (const auto* step = std::get_if<StepCommand>(&command)) {
+    return Step(step->ticks, std::nullopt).status();
+  }
+  if (const auto* clock = std::get_if<SetClockCommand>(&command)) {
+    return SetClock(clock->update).status();
+  }
+  if (std::holds_alternative<ResetCommand>(command)) return Reset().status();
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckCommandLocked(command));
+  return ApplyLocked(command);
+}
+
+absl::StatusOr<std::vector<sim::VehicleId>> Session::SpawnVehicles(
+    absl::Span<const sim::VehicleSpec> specs) {
+  const Command command = SpawnVehiclesCommand{{specs.begin(), specs.end()}};
+  std::vector<std::uint64_t> ids;
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckCommandLocked(command));
+  RETURN_IF_ERROR(ApplyLocked(command, &ids));
+  return ids;
+}
+
+absl::Status Session::RemoveVehicle(sim::VehicleId id) {
+  const Command command = RemoveVehicleCommand{id};
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckCommandLocked(command));
+  return ApplyLocked(command);
+}
+
+absl::StatusOr<std::vector<sim::ObstacleId>> Session::AddObstacles(
+    absl::Span<const sim::ObstacleSpec> specs) {
+  const Command command = AddObstaclesCommand{{specs.begin(), specs.end()}};
+  std::vector<std::uint64_t> ids;
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckCommandLocked(command));
+  RETURN_IF_ERROR(ApplyLocked(command, &ids));
+  return ids;
+}
+
+absl::Status Session::RemoveObstacle(sim::ObstacleId id) {
+  const Command command = RemoveObstacleCommand{id};
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckCommandLocked(command));
+  return ApplyLocked(command);
+}
+
+absl::StatusOr<SimTime> Session::SetControls(absl::Span<const sim::VehicleInput> inputs) {
+  const Command command = SetControlsCommand{{inputs.begin(), inputs.end()}};
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckCommandLocked(command));
+  RETURN_IF_ERROR(ApplyLocked(command));
+  return NowLocked();
+}
+
+absl::StatusOr<ClockSettings> Session::MergeClockLocked(const ClockUpdate& update) const {
+  ClockSettings settings = clock_settings_;
+  if (update.mode.has_value()) settings.mode = *update.mode;
+  if (update.real_time_factor.has_value()) settings.real_time_factor = *update.real_time_factor;
+  if (update.paused.has_value()) settings.paused = *update.paused;
+  if (update.barrier_timeout_s.has_value()) settings.barrier_timeout_s = *update.barrier_timeout_s;
+  RETURN_IF_ERROR(CheckClockSettings(settings));
+  if (settings.mode != ClockMode::kLockstep && scheduler_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "clock_mode: this server runs no scheduler; only LOCKSTEP is available");
+  }
   return settings;
 }
 
+absl::StatusOr<ClockSettings> Session::SetClock(const ClockUpdate& update) {
+  const Command command = SetClockCommand{update};
+  AfterUnlock after;
+  ClockSettings settings;
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckCommandLocked(command));
+    RETURN_IF_ERROR(ApplyLocked(command));
+    settings = clock_settings_;
+    after.schedule_at = RestartPacingLocked();
+    // Not paced any more: a run now finds that out and leaves the queue. (Never Cancel here:
+    // a concurrent SetClock that resumed the clock may have scheduled it meanwhile.) Queued
+    // Steps run first in any case.
+    if ((!after.schedule_at.has_value() || !steps_.empty()) && scheduler_ != nullptr) {
+      after.schedule_at = clock_->NowNanos();
+    }
+  }
+  Finish(std::move(after));
+  return settings;
+}
+
+absl::StatusOr<std::shared_ptr<const Frame>> Session::Reset() {
+  std::vector<std::shared_ptr<Subscriber>> ended;
+  std::shared_ptr<const Frame> frame;
+  AfterUnlock after;
+  {
+    absl::MutexLock lock(&mu_);
+    const Command command = ResetCommand{};
+    RETURN_IF_ERROR(CheckCommandLocked(command));
+    RETURN_IF_ERROR(ApplyLocked(command));
+    // Controllers' vehicles are gone: their streams end.
+    for (const Controller& controller : controllers_) {
+      const auto it = std::find_if(
+          subscribers_.begin(), subscribers_.end(),
+          [&](const std::shared_ptr<Subscriber>& s) { return s.get() == controller.subscriber; });
+      if (it != subscribers_.end()) {
+        ended.push_back(std::move(*it));
+        subscribers_.erase(it);
+      }
+    }
+    controllers_.clear();
+    frame = MakeFrameLocked();
+    // Every subscriber gets the tick-0 frame, as a new subscriber would.
+    for (const std::shared_ptr<Subscriber>& subscriber : subscribers_) {
+      if (subscriber->OfferFirst(frame)) after.ready.push_back(subscriber);
+    }
+    after.schedule_at = RestartPacingLocked();
+  }
+  for (const std::shared_ptr<Subscriber>& subscriber : ended) {
+    subscriber->transport().OnClosed(
+        absl::NotFoundError("vehicle_id: the session was reset; its vehicles are new"));
+  }
+  Finish(std::move(after));
+  return frame;
+}
+
+// ---- Steps ----------------------------------------------------------------------------------
+
+absl::Status Session::CheckStepLocked(std::uint32_t ticks) const {
+  if (ticks < 1 || ticks > max_ticks_per_step_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ticks: must be in [1, ", max_ticks_per_step_, "], got ", ticks));
+  }
+  RETURN_IF_ERROR(CheckOpenLocked());
+  if (PacedLocked()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "clock_mode: session ", id_,
+        " runs on the server's REALTIME or BARRIER clock; Step needs LOCKSTEP or a paused clock"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<StepTicket>> Session::StartStep(
+    std::uint32_t ticks, std::optional<std::uint64_t> expected_tick,
+    std::function<void(absl::StatusOr<StepResult>)> on_done) {
+  if (scheduler_ == nullptr) {
+    return absl::FailedPreconditionError("ticks: this session has no workers to step it");
+  }
+  auto ticket = std::make_shared<StepTicket>();
+  ticket->ticks_ = ticks;
+  ticket->expected_tick_ = expected_tick;
+  ticket->on_done_ = std::move(on_done);
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckStepLocked(ticks));
+    if (steps_.size() >= kMaxQueuedSteps) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "ticks: session ", id_, " already has ", kMaxQueuedSteps,
+          " Steps queued; wait for them to finish"));
+    }
+    steps_.push_back(ticket);
+    if (steps_.size() > 1) return ticket;  // The session is already scheduled for its Steps.
+  }
+  scheduler_->Schedule(shared_from_this(), clock_->NowNanos());
+  return ticket;
+}
+
+absl::StatusOr<StepResult> Session::Step(std::uint32_t ticks,
+                                         std::optional<std::uint64_t> expected_tick) {
+  absl::StatusOr<StepResult> result;
+  auto ticket = std::make_shared<StepTicket>();
+  ticket->ticks_ = ticks;
+  ticket->expected_tick_ = expected_tick;
+  ticket->on_done_ = [&result](absl::StatusOr<StepResult> r) { result = std::move(r); };
+  AfterUnlock after;
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckStepLocked(ticks));
+    steps_.push_front(ticket);
+    RunStepLocked(std::nullopt, after);
+    TakeReadyLocked(after);
+  }
+  Finish(std::move(after));
+  return result;
+}
+
+void Session::RunStepLocked(std::optional<std::int64_t> slice_end_ns, AfterUnlock& after) {
+  const std::shared_ptr<StepTicket> ticket = steps_.front();
+  const auto finish = [&](absl::StatusOr<StepResult> result) {
+    steps_.pop_front();
+    after.finished.emplace_back(ticket, std::move(result));
+  };
+  if (!ticket->started_) {
+    if (ticket->expected_tick_.has_value() && *ticket->expected_tick_ != world_.tick()) {
+      finish(absl::AbortedError(absl::StrCat("expected_tick: the session is at tick ",
+                                             world_.tick(), ", not ", *ticket->expected_tick_)));
+      return;
+    }
+    ticket->started_ = true;
+    (void)ApplyLocked(StepCommand{ticket->ticks_});  // Shows the Step to the observers.
+  }
+  while (ticket->done_ < ticket->ticks_ && !ticket->cancelled_) {
+    TickLocked(&ticket->events_);
+    ++ticket->done_;
+    // The slice ends when it has run its time, or when a subscriber waits to be told of a
+    // frame: an idle reader gets every frame it can keep up with, as with paced ticks.
+    if (slice_end_ns.has_value() && (!ready_.empty() || clock_->NowNanos() >= *slice_end_ns)) {
+      break;
+    }
+  }
+  if (ticket->cancelled_ && ticket->done_ < ticket->ticks_) {
+    finish(absl::CancelledError(absl::StrCat("ticks: the Step was cancelled after ",
+                                             ticket->done_, " of ", ticket->ticks_,
+                                             " ticks; the session is at tick ", world_.tick())));
+  } else if (ticket->done_ == ticket->ticks_) {
+    StepResult result{.frame = MakeFrameLocked(), .events = std::move(ticket->events_)};
+    FinishEvents(world_.contacts(), world_.tick(), result.events);
+    finish(std::move(result));
+  }
+}
+
+// ---- The clock ------------------------------------------------------------------------------
+
 std::optional<std::int64_t> Session::RestartPacingLocked() {
   if (!PacedLocked()) return std::nullopt;
-  const std::int64_t now_ns = scheduler_->clock().NowNanos();
+  const std::int64_t now_ns = clock_->NowNanos();
   AnchorLocked(now_ns);
-  return clock_.mode == ClockMode::kBarrier ? barrier_deadline_ns_
-                                            : now_ns + static_cast<std::int64_t>(period_ns_);
+  return clock_settings_.mode == ClockMode::kBarrier
+             ? barrier_deadline_ns_
+             : now_ns + static_cast<std::int64_t>(period_ns_);
 }
 
 bool Session::PacedLocked() const {
-  return !closed_ && clock_.mode != ClockMode::kLockstep && !clock_.paused;
+  return !closed_ && clock_settings_.mode != ClockMode::kLockstep && !clock_settings_.paused;
 }
 
 void Session::AnchorLocked(std::int64_t now_ns) {
   anchor_tick_ = world_.tick();
   anchor_ns_ = now_ns;
   barrier_deadline_ns_ =
-      now_ns + static_cast<std::int64_t>(clock_.barrier_timeout_s * 1e9);
-  period_ns_ = clock_.real_time_factor > 0.0
-                   ? world_.params().dt_s / clock_.real_time_factor * 1e9
+      now_ns + static_cast<std::int64_t>(clock_settings_.barrier_timeout_s * 1e9);
+  period_ns_ = clock_settings_.real_time_factor > 0.0
+                   ? world_.params().dt_s / clock_settings_.real_time_factor * 1e9
                    : 0.0;
 }
 
@@ -111,9 +393,25 @@ std::int64_t Session::DeadlineLocked(std::uint64_t tick) const {
 }
 
 std::optional<std::int64_t> Session::RunScheduled(std::int64_t now_ns) {
-  absl::MutexLock lock(&mu_);
-  if (!PacedLocked()) return std::nullopt;
-  return clock_.mode == ClockMode::kBarrier ? RunBarrierLocked(now_ns) : RunRealtimeLocked(now_ns);
+  AfterUnlock after;
+  std::optional<std::int64_t> next;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return std::nullopt;
+    if (!steps_.empty()) {
+      RunStepLocked(now_ns + kStepSlice_ns, after);
+      // More Steps, or the rest of this one: behind the work already due. Then pacing, if the
+      // clock was resumed meanwhile.
+      next = !steps_.empty() ? std::optional<std::int64_t>(clock_->NowNanos())
+                             : RestartPacingLocked();
+    } else if (PacedLocked()) {
+      next = clock_settings_.mode == ClockMode::kBarrier ? RunBarrierLocked(now_ns)
+                                                         : RunRealtimeLocked(now_ns);
+    }
+    TakeReadyLocked(after);
+  }
+  Finish(std::move(after));
+  return next;
 }
 
 bool Session::AllAnsweredLocked() const {
@@ -125,6 +423,11 @@ bool Session::AllAnsweredLocked() const {
   });
 }
 
+bool Session::BarrierReadyLocked() const {
+  return PacedLocked() && clock_settings_.mode == ClockMode::kBarrier && !controllers_.empty() &&
+         AllAnsweredLocked();
+}
+
 std::optional<std::int64_t> Session::RunBarrierLocked(std::int64_t now_ns) {
   if (controllers_.empty()) return std::nullopt;  // Waits for a controller to attach.
   if (!AllAnsweredLocked()) {
@@ -133,7 +436,8 @@ std::optional<std::int64_t> Session::RunBarrierLocked(std::int64_t now_ns) {
   }
   ++paced_ticks_;
   TickLocked(nullptr);
-  barrier_deadline_ns_ = now_ns + static_cast<std::int64_t>(clock_.barrier_timeout_s * 1e9);
+  barrier_deadline_ns_ =
+      now_ns + static_cast<std::int64_t>(clock_settings_.barrier_timeout_s * 1e9);
   return barrier_deadline_ns_;
 }
 
@@ -165,38 +469,27 @@ std::optional<std::int64_t> Session::RunRealtimeLocked(std::int64_t now_ns) {
   return DeadlineLocked(world_.tick() + 1);
 }
 
-std::shared_ptr<const Frame> Session::TickLocked(FrameEvents* events) {
+void Session::TickLocked(FrameEvents* events) {
   if (!braking_.empty()) BrakeLocked();
   transitions_.clear();
   world_.Step(&transitions_);
   if (events != nullptr) AppendEvents(transitions_, *events);
-  return subscribers_.empty() ? nullptr : PublishLocked(transitions_);
+  for (const std::shared_ptr<CommandObserver>& observer : observers_) observer->OnTick(world_);
+  if (subscribers_.empty()) return;
+  const std::uint64_t tick = world_.tick();
+  std::shared_ptr<const Frame> frame;
+  for (const std::shared_ptr<Subscriber>& subscriber : subscribers_) {
+    subscriber->Accumulate(transitions_);
+    if (!subscriber->Wants(tick)) continue;
+    if (frame == nullptr) frame = MakeFrameLocked();
+    if (subscriber->Offer(frame)) ready_.push_back(subscriber);
+  }
 }
 
-absl::StatusOr<std::vector<sim::VehicleId>> Session::SpawnVehicles(
-    absl::Span<const sim::VehicleSpec> specs) {
-  absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(CheckOpenLocked());
-  return world_.Spawn(specs);
-}
-
-absl::Status Session::RemoveVehicle(sim::VehicleId id) {
-  absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(CheckOpenLocked());
-  return world_.Remove(id);
-}
-
-absl::StatusOr<std::vector<sim::ObstacleId>> Session::AddObstacles(
-    absl::Span<const sim::ObstacleSpec> specs) {
-  absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(CheckOpenLocked());
-  return world_.AddObstacles(specs);
-}
-
-absl::Status Session::RemoveObstacle(sim::ObstacleId id) {
-  absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(CheckOpenLocked());
-  return world_.RemoveObstacle(id);
+void Session::TakeReadyLocked(AfterUnlock& after) {
+  after.ready.insert(after.ready.end(), std::make_move_iterator(ready_.begin()),
+                     std::make_move_iterator(ready_.end()));
+  ready_.clear();
 }
 
 void Session::BrakeLocked() {
@@ -205,28 +498,62 @@ void Session::BrakeLocked() {
     const std::optional<sim::World::Motion> motion = world_.MotionOf(id);
     if (!motion.has_value()) return true;
     const bool stopped = motion->speed_mps == 0.0;
-    // A crashed vehicle accepts and ignores controls, so this cannot fail.
+    // A crashed vehicle accepts and ignores controls, so this cannot fail. Derived from the
+    // state and the braking set alone, so a replay brakes the same.
     (void)world_.SetInputs({sim::BrakeToStopInput(motion->kind, id, motion->speed_mps, dt_s)});
     return stopped;  // Its last input (zero acceleration, or the brake) holds it still.
   });
 }
 
-Session::Controller* Session::FindControllerLocked(std::uint64_t handle) {
+// ---- Subscribers and controllers ------------------------------------------------------------
+
+void Session::AddSubscriberLocked(std::shared_ptr<Subscriber> subscriber, AfterUnlock& after) {
+  if (subscriber->OfferFirst(MakeFrameLocked())) after.ready.push_back(subscriber);
+  subscribers_.push_back(std::move(subscriber));
+}
+
+absl::Status Session::Subscribe(std::shared_ptr<Subscriber> subscriber) {
+  const SubscriberOptions& options = subscriber->options();
+  if (options.every_n_ticks < 1) {
+    return absl::InvalidArgumentError("every_n_ticks: must be >= 1, got 0");
+  }
+  if (options.max_rate_hz.has_value() && !(*options.max_rate_hz > 0.0)) {
+    return absl::InvalidArgumentError("max_rate_hz: must be > 0");
+  }
+  if (options.kind == SubscriberOptions::Kind::kLossless && options.queue_capacity < 1) {
+    return absl::InvalidArgumentError("queue_capacity: must be >= 1, got 0");
+  }
+  AfterUnlock after;
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckOpenLocked());
+    AddSubscriberLocked(std::move(subscriber), after);
+  }
+  Finish(std::move(after));
+  return absl::OkStatus();
+}
+
+void Session::Unsubscribe(const Subscriber* subscriber) {
+  absl::MutexLock lock(&mu_);
+  std::erase_if(subscribers_,
+                [subscriber](const std::shared_ptr<Subscriber>& s) { return s.get() == subscriber; });
+}
+
+std::size_t Session::subscriber_count() const {
+  absl::MutexLock lock(&mu_);
+  return subscribers_.size();
+}
+
+Session::Controller* Session::FindControllerLocked(const Subscriber* subscriber) {
   for (Controller& controller : controllers_) {
-    if (controller.handle == handle) return &controller;
+    if (controller.subscriber == subscriber) return &controller;
   }
   return nullptr;
 }
 
-void Session::ScheduleAt(std::int64_t when_ns) {
-  if (scheduler_ != nullptr) scheduler_->Schedule(shared_from_this(), when_ns);
-}
-
-absl::StatusOr<std::uint64_t> Session::AttachController(sim::VehicleId vehicle,
-                                                        DisconnectAction on_disconnect,
-                                                        std::shared_ptr<FrameSink> sink) {
-  std::optional<std::int64_t> wake;
-  std::uint64_t handle = 0;
+absl::Status Session::AttachController(sim::VehicleId vehicle, DisconnectAction on_disconnect,
+                                       std::shared_ptr<Subscriber> subscriber) {
+  AfterUnlock after;
   {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckOpenLocked());
@@ -244,29 +571,33 @@ absl::StatusOr<std::uint64_t> Session::AttachController(sim::VehicleId vehicle,
             "vehicle_id: vehicle ", vehicle, " already has a controller (one per vehicle)"));
       }
     }
-    std::erase(braking_, vehicle);  // A new controller takes over from the brakes.
-    handle = SubscribeLocked(1, std::move(sink));
-    controllers_.push_back({.handle = handle, .vehicle = vehicle, .on_disconnect = on_disconnect});
-    if (PacedLocked() && clock_.mode == ClockMode::kBarrier && controllers_.size() == 1) {
+    RETURN_IF_ERROR(ApplyLocked(AttachControllerCommand{vehicle}));
+    controllers_.push_back(
+        {.subscriber = subscriber.get(), .vehicle = vehicle, .on_disconnect = on_disconnect});
+    AddSubscriberLocked(std::move(subscriber), after);
+    if (PacedLocked() && clock_settings_.mode == ClockMode::kBarrier && controllers_.size() == 1) {
       // The first controller: the barrier starts counting from its first observation.
-      barrier_deadline_ns_ = scheduler_->clock().NowNanos() +
-                             static_cast<std::int64_t>(clock_.barrier_timeout_s * 1e9);
-      wake = barrier_deadline_ns_;
+      barrier_deadline_ns_ = clock_->NowNanos() +
+                             static_cast<std::int64_t>(clock_settings_.barrier_timeout_s * 1e9);
+      after.schedule_at = barrier_deadline_ns_;
     }
   }
-  if (wake.has_value()) ScheduleAt(*wake);
-  return handle;
+  Finish(std::move(after));
+  return absl::OkStatus();
 }
 
-absl::StatusOr<ControlReceipt> Session::ApplyControl(std::uint64_t handle, std::uint64_t tick,
+absl::StatusOr<ControlReceipt> Session::ApplyControl(const Subscriber* subscriber,
+                                                     std::uint64_t tick,
                                                      sim::VehicleInput input) {
   ControlReceipt receipt = ControlReceipt::kOnTime;
-  bool wake = false;
+  AfterUnlock after;
   {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckOpenLocked());
-    Controller* controller = FindControllerLocked(handle);
-    if (controller == nullptr) return absl::NotFoundError("the controller was detached");
+    Controller* controller = FindControllerLocked(subscriber);
+    if (controller == nullptr) {
+      return absl::NotFoundError("vehicle_id: the controller was detached from its vehicle");
+    }
     const std::uint64_t now_tick = world_.tick();
     if (tick > now_tick) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -282,75 +613,47 @@ absl::StatusOr<ControlReceipt> Session::ApplyControl(std::uint64_t handle, std::
       return absl::NotFoundError(absl::StrCat("vehicle_id: vehicle ", input.id, " was removed"));
     }
     RETURN_IF_ERROR(sim::CheckControls(motion->kind, input));  // Names the field, no index.
-    RETURN_IF_ERROR(world_.SetInputs({input}));
+    RETURN_IF_ERROR(ApplyLocked(SetControlsCommand{{input}}));
     receipt = tick == now_tick ? ControlReceipt::kOnTime : ControlReceipt::kLate;
     controller->answered_tick = tick;
-    wake = PacedLocked() && clock_.mode == ClockMode::kBarrier && AllAnsweredLocked();
+    if (BarrierReadyLocked()) after.schedule_at = clock_->NowNanos();
   }
-  if (wake) ScheduleAt(scheduler_->clock().NowNanos());
+  Finish(std::move(after));
   return receipt;
 }
 
-void Session::DetachController(std::uint64_t handle) {
-  bool wake = false;
+void Session::DetachController(const Subscriber* subscriber) {
+  AfterUnlock after;
   {
     absl::MutexLock lock(&mu_);
     const auto it = std::find_if(controllers_.begin(), controllers_.end(),
-                                 [handle](const Controller& c) { return c.handle == handle; });
+                                 [subscriber](const Controller& c) { return c.subscriber == subscriber; });
     if (it == controllers_.end()) return;
-    if (it->on_disconnect == DisconnectAction::kBrakeToStop && world_.Contains(it->vehicle)) {
-      braking_.push_back(it->vehicle);
+    if (!closed_) {
+      (void)ApplyLocked(DetachControllerCommand{it->vehicle, it->on_disconnect});  // Never fails.
     }
     controllers_.erase(it);
-    std::erase_if(subscribers_, [handle](const Subscriber& s) { return s.handle == handle; });
-    wake = PacedLocked() && clock_.mode == ClockMode::kBarrier && !controllers_.empty() &&
-           AllAnsweredLocked();
+    std::erase_if(subscribers_, [subscriber](const std::shared_ptr<Subscriber>& s) {
+      return s.get() == subscriber;
+    });
+    if (BarrierReadyLocked()) after.schedule_at = clock_->NowNanos();
   }
-  if (wake) ScheduleAt(scheduler_->clock().NowNanos());
+  Finish(std::move(after));
 }
 
-absl::StatusOr<SimTime> Session::SetControls(absl::Span<const sim::VehicleInput> inputs) {
+void Session::AddObserver(std::shared_ptr<CommandObserver> observer) {
   absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(CheckOpenLocked());
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    for (const Controller& controller : controllers_) {
-      if (controller.vehicle == inputs[i].id) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "[", i, "].vehicle_id: vehicle ", inputs[i].id,
-            " is driven by a Drive stream; only its controller sets its controls"));
-      }
-    }
-  }
-  // A client's controls take over from the brakes of a controller that left.
-  for (const sim::VehicleInput& input : inputs) std::erase(braking_, input.id);
-  RETURN_IF_ERROR(world_.SetInputs(inputs));
-  return NowLocked();
+  observers_.push_back(std::move(observer));
 }
 
-absl::StatusOr<StepResult> Session::Step(std::uint32_t ticks,
-                                         std::optional<std::uint64_t> expected_tick) {
-  if (ticks < 1 || ticks > max_ticks_per_step_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ticks: must be in [1, ", max_ticks_per_step_, "], got ", ticks));
-  }
+void Session::RemoveObserver(const CommandObserver* observer) {
   absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(CheckOpenLocked());
-  if (PacedLocked()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "clock_mode: session ", id_,
-        " runs on the server's REALTIME clock; Step needs LOCKSTEP or a paused clock"));
-  }
-  if (expected_tick.has_value() && *expected_tick != world_.tick()) {
-    return absl::AbortedError(absl::StrCat("expected_tick: the session is at tick ",
-                                           world_.tick(), ", not ", *expected_tick));
-  }
-  StepResult result;
-  std::shared_ptr<const Frame> last_published;
-  for (std::uint32_t i = 0; i < ticks; ++i) last_published = TickLocked(&result.events);
-  result.frame = last_published != nullptr ? last_published : MakeFrameLocked();
-  FinishEvents(world_.contacts(), world_.tick(), result.events);
-  return result;
+  std::erase_if(observers_, [observer](const std::shared_ptr<CommandObserver>& o) {
+    return o.get() == observer;
+  });
 }
+
+// ---- Reading --------------------------------------------------------------------------------
 
 std::pair<std::shared_ptr<const Frame>, std::uint64_t> Session::CurrentFrameAndHash() const {
   absl::MutexLock lock(&mu_);
@@ -375,7 +678,7 @@ SessionDescription Session::Describe(bool with_vehicles) const {
       .vehicle_count = world_.vehicle_count(),
       .obstacle_count = world_.obstacles().size(),
   };
-  description.config.clock = clock_;
+  description.config.clock = clock_settings_;
   if (!lateness_histogram_.empty()) {
     std::uint64_t measured = 0;
     for (const std::uint32_t count : lateness_histogram_) measured += count;
@@ -409,103 +712,37 @@ std::uint64_t Session::StateHash() const {
   return world_.StateHash();
 }
 
-absl::StatusOr<std::uint64_t> Session::Subscribe(std::uint32_t every_n_ticks,
-                                                 std::shared_ptr<FrameSink> sink) {
-  if (every_n_ticks < 1) {
-    return absl::InvalidArgumentError("every_n_ticks: must be >= 1, got 0");
-  }
-  absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(CheckOpenLocked());
-  return SubscribeLocked(every_n_ticks, std::move(sink));
-}
-
-std::uint64_t Session::SubscribeLocked(std::uint32_t every_n_ticks,
-                                       std::shared_ptr<FrameSink> sink) {
-  const std::uint64_t handle = next_subscription_++;
-  // The first frame: contacts that began at its tick count as begun, the rest as ongoing.
-  FrameEvents events;
-  const std::uint64_t tick = world_.tick();
-  for (const sim::Contact& contact : world_.contacts()) {
-    if (contact.began_tick == tick) {
-      events.events.push_back({.tick = tick, .phase = sim::ContactPhase::kBegan, .contact = contact});
-    }
-  }
-  FinishEvents(world_.contacts(), tick, events);
-  sink->OnFrame(MakeFrameLocked(), std::move(events));
-  subscribers_.push_back({handle, every_n_ticks, std::move(sink), {}});
-  return handle;
-}
-
-void Session::Unsubscribe(std::uint64_t subscription) {
-  absl::MutexLock lock(&mu_);
-  std::erase_if(subscribers_,
-                [subscription](const Subscriber& s) { return s.handle == subscription; });
-}
-
-std::size_t Session::subscriber_count() const {
-  absl::MutexLock lock(&mu_);
-  return subscribers_.size();
-}
-
-absl::StatusOr<std::shared_ptr<const Frame>> Session::Reset() {
-  // Built outside the lock: the config never changes, and a big world takes a while.
-  ASSIGN_OR_RETURN(sim::World world, BuildWorld(config_));
-  std::vector<Subscriber> ended;
-  std::shared_ptr<const Frame> frame;
-  std::optional<std::int64_t> next_run;
-  {
-    absl::MutexLock lock(&mu_);
-    RETURN_IF_ERROR(CheckOpenLocked());
-    world_ = std::move(world);
-    braking_.clear();
-    // Controllers' vehicles are gone (and their ids will be reused): their streams end.
-    for (const Controller& controller : controllers_) {
-      const auto it = std::find_if(subscribers_.begin(), subscribers_.end(),
-                                   [&](const Subscriber& s) { return s.handle == controller.handle; });
-      if (it != subscribers_.end()) {
-        ended.push_back(std::move(*it));
-        subscribers_.erase(it);
-      }
-    }
-    controllers_.clear();
-    frame = MakeFrameLocked();
-    // Every subscriber gets the tick-0 frame, as a new subscriber would (events of tick 0).
-    for (Subscriber& subscriber : subscribers_) {
-      FrameEvents events;
-      for (const sim::Contact& contact : world_.contacts()) {
-        events.events.push_back({.tick = 0, .phase = sim::ContactPhase::kBegan, .contact = contact});
-      }
-      subscriber.pending = {};
-      subscriber.sink->OnFrame(frame, std::move(events));
-    }
-    next_run = RestartPacingLocked();
-  }
-  for (const Subscriber& subscriber : ended) {
-    subscriber.sink->OnSessionClosed(
-        absl::NotFoundError("vehicle_id: the session was reset; its vehicles are new"));
-  }
-  if (next_run.has_value()) ScheduleAt(*next_run);
-  return frame;
-}
-
 void Session::Touch() {
-  if (scheduler_ != nullptr) last_activity_ns_ = scheduler_->clock().NowNanos();
+  if (scheduler_ != nullptr) last_activity_ns_ = clock_->NowNanos();
 }
 
 std::int64_t Session::last_activity_ns() const { return last_activity_ns_; }
 
 SimTime Session::Close(const absl::Status& reason) {
-  std::vector<Subscriber> subscribers;
+  std::vector<std::shared_ptr<Subscriber>> subscribers;
+  AfterUnlock after;
   SimTime now;
   {
     absl::MutexLock lock(&mu_);
-    closed_ = true;
+    if (!closed_) {
+      closed_ = true;
+      // Steps stop here, between two ticks.
+      const absl::Status step_status = reason.ok() ? CheckOpenLocked() : reason;
+      for (std::shared_ptr<StepTicket>& ticket : steps_) {
+        after.finished.emplace_back(std::move(ticket), step_status);
+      }
+      steps_.clear();
+    }
     subscribers.swap(subscribers_);
+    ready_.clear();
     now = NowLocked();
   }
   if (scheduler_ != nullptr) scheduler_->Cancel(this);
-  // Outside the lock: a sink may finish its stream and unsubscribe right away.
-  for (const Subscriber& subscriber : subscribers) subscriber.sink->OnSessionClosed(reason);
+  Finish(std::move(after));
+  // Outside the lock: a transport may finish its stream and unsubscribe right away.
+  for (const std::shared_ptr<Subscriber>& subscriber : subscribers) {
+    subscriber->transport().OnClosed(reason);
+  }
   return now;
 }
 
@@ -524,45 +761,6 @@ std::shared_ptr<const Frame> Session::MakeFrameLocked() const {
 absl::Status Session::CheckOpenLocked() const {
   if (!closed_) return absl::OkStatus();
   return absl::NotFoundError(absl::StrCat("session_id: session ", id_, " was deleted"));
-}
-
-std::shared_ptr<const Frame> Session::PublishLocked(
-    absl::Span<const sim::ContactEvent> transitions) {
-  const std::uint64_t tick = world_.tick();
-  std::shared_ptr<const Frame> frame;
-  for (Subscriber& subscriber : subscribers_) {
-    AppendEvents(transitions, subscriber.pending);
-    if (tick % subscriber.every_n_ticks != 0) continue;
-    if (frame == nullptr) frame = MakeFrameLocked();
-    FinishEvents(frame->contacts, tick, subscriber.pending);
-    subscriber.sink->OnFrame(frame, std::exchange(subscriber.pending, {}));
-  }
-  return frame;
-}
-
-void AppendEvents(absl::Span<const sim::ContactEvent> events, FrameEvents& into) {
-  const std::size_t room = kMaxEventsPerFrame - std::min(kMaxEventsPerFrame, into.events.size());
-  const std::size_t kept = std::min(room, events.size());
-  into.events.insert(into.events.end(), events.begin(), events.begin() + kept);
-  into.dropped += events.size() - kept;
-}
-
-void FinishEvents(absl::Span<const sim::Contact> contacts, std::uint64_t tick,
-                  FrameEvents& into) {
-  for (const sim::Contact& contact : contacts) {
-    if (contact.began_tick >= tick) continue;
-    if (into.events.size() >= kMaxEventsPerFrame) {
-      ++into.dropped;
-      ++into.dropped_ongoing;
-      continue;
-    }
-    into.events.push_back({.tick = tick, .phase = sim::ContactPhase::kOngoing, .contact = contact});
-  }
-  std::stable_sort(into.events.begin(), into.events.end(),
-                   [](const sim::ContactEvent& a, const sim::ContactEvent& b) {
-                     if (a.tick != b.tick) return a.tick < b.tick;
-                     return a.contact.pair < b.contact.pair;
-                   });
 }
 
 }  // namespace pitlane::session

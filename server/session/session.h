@@ -3,39 +3,34 @@
 // Every public method is thread-safe. Handlers reach the world only through this API: the
 // world's state is owned by the session and changes only between ticks, under its lock, so
 // a tick is atomic and anything a client sends applies from the next tick. The clock is
-// LOCKSTEP (time moves only in Step) or REALTIME (the scheduler's workers step the session at
-// tick_rate_hz x real_time_factor; see RunScheduled).
+// LOCKSTEP (time moves only in Steps), REALTIME (the scheduler's workers step the session at
+// tick_rate_hz x real_time_factor) or BARRIER (each tick waits for the controllers); see
+// RunScheduled.
 #ifndef PITLANE_SERVER_SESSION_SESSION_H_
 #define PITLANE_SERVER_SESSION_SESSION_H_
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/base/call_once.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "server/session/command.h"
+#include "server/session/frame.h"
 #include "server/session/scheduler.h"
+#include "server/session/subscriber.h"
 #include "server/sim/vehicles/vehicle.h"
 #include "server/sim/world/world.h"
 
 namespace pitlane::session {
-
-// How time advances in a session.
-enum class ClockMode {
-  kLockstep,  // Only Step() advances time.
-  kRealtime,  // The server paces ticks at tick_rate_hz x real_time_factor.
-  // Each tick waits until every attached controller has answered the previous observation,
-  // or barrier_timeout_s has passed since it was published; then it runs with the last
-  // controls received (the TORCS/SCR championship rule). No controller: no ticks.
-  kBarrier,
-};
 
 inline constexpr double kMaxRealTimeFactor = 1000.0;
 
@@ -54,20 +49,6 @@ struct ClockSettings {
 
 inline constexpr double kMinBarrierTimeout_s = 0.001;
 inline constexpr double kMaxBarrierTimeout_s = 60.0;
-
-// A change to a session's clock: unset fields stay as they are.
-struct ClockUpdate {
-  std::optional<ClockMode> mode;
-  std::optional<double> real_time_factor;
-  std::optional<bool> paused;
-  std::optional<double> barrier_timeout_s;
-};
-
-// What a controller's vehicle does when its controller detaches.
-enum class DisconnectAction {
-  kBrakeToStop,   // Brakes to a stop (then holds still), steering straight.
-  kHoldControls,  // Keeps the last controls it received.
-};
 
 // How a control from a controller was taken.
 enum class ControlReceipt {
@@ -120,63 +101,34 @@ absl::StatusOr<sim::World> BuildWorld(const SessionConfig& config);
 // Checks `settings` (real_time_factor in range). InvalidArgument naming the field.
 absl::Status CheckClockSettings(const ClockSettings& settings);
 
-// A point on a session's clock.
-struct SimTime {
-  std::uint64_t tick = 0;   // Ticks since creation.
-  double sim_time_s = 0.0;  // tick / tick_rate_hz, seconds.
-};
-
-// The world at one tick, as published to clients. Immutable once made; shared by every
-// subscriber that takes it.
-struct Frame {
-  SimTime time;
-  std::vector<sim::VehicleSnapshot> vehicles;  // By ascending id.
-  std::vector<sim::Contact> contacts;          // In effect at this tick, by pair.
-  // The whole state in the wire encoding, made once (under encode_once) by the first stream
-  // that sends this frame and shared by every other: the api layer's, opaque here.
-  mutable absl::once_flag encode_once;
-  mutable std::string encoded_state;
-};
-
-// Contact events that go with a frame (a Step result or a streamed frame).
-//
-// `events` holds the kBegan and kEnded events of every tick since the previous frame of the
-// same call or stream (or of the ticks stepped), then kOngoing for each contact in effect at
-// the frame's tick that began before it; all in (tick, pair) order. At most
-// kMaxEventsPerFrame are kept; the transitions beyond are counted in `dropped`.
-struct FrameEvents {
-  std::vector<sim::ContactEvent> events;
-  std::uint64_t dropped = 0;
-  std::uint64_t dropped_ongoing = 0;  // The kOngoing events among `dropped`.
-};
-
-inline constexpr std::size_t kMaxEventsPerFrame = 100000;
-
 // What Step returns.
 struct StepResult {
   std::shared_ptr<const Frame> frame;  // After the last tick.
   FrameEvents events;                  // Of every tick stepped.
 };
 
-// Appends `events` to `into`, keeping at most kMaxEventsPerFrame and counting the rest.
-void AppendEvents(absl::Span<const sim::ContactEvent> events, FrameEvents& into);
-// Appends kOngoing events for the contacts in effect at `tick` that began before it and sorts
-// `into` by (tick, pair).
-void FinishEvents(absl::Span<const sim::Contact> contacts, std::uint64_t tick, FrameEvents& into);
-
-// Receives a session's frames. Implementations must not block and must not call back into
-// the session: they are called with the session's lock held, on the thread that steps it.
-class FrameSink {
+// A Step queued or running on the session's workers.
+class StepTicket {
  public:
-  virtual ~FrameSink() = default;
-  // A new frame for this sink (decimation already applied), with the contact events since
-  // the previous one this sink received (for the first frame: kBegan for contacts that began
-  // at its tick, kOngoing for the others).
-  virtual void OnFrame(std::shared_ptr<const Frame> frame, FrameEvents events) = 0;
-  // The session closed: no more frames will come. `reason` is OK when a client deleted it,
-  // Unavailable when the server shuts down; streams end with it.
-  virtual void OnSessionClosed(const absl::Status& reason) = 0;
+  // Stops the Step between two ticks: it finishes with Cancelled, and the ticks it made stay
+  // made (the session is consistent at the tick it reached). Thread-safe; any time.
+  void Cancel() { cancelled_ = true; }
+
+ private:
+  friend class Session;
+  std::atomic<bool> cancelled_{false};
+  std::uint32_t ticks_ = 0;
+  std::optional<std::uint64_t> expected_tick_;
+  std::uint32_t done_ = 0;
+  bool started_ = false;
+  FrameEvents events_;
+  std::function<void(absl::StatusOr<StepResult>)> on_done_;
 };
+
+// Most Steps one session queues (one runs, the others wait their turn).
+inline constexpr std::size_t kMaxQueuedSteps = 64;
+// How long a Step runs before it lets other work on the same workers go first, ns.
+inline constexpr std::int64_t kStepSlice_ns = 2'000'000;
 
 // What a session reports about itself.
 struct SessionDescription {
@@ -190,12 +142,19 @@ struct SessionDescription {
   std::vector<sim::Obstacle> obstacles;           // Only when asked for.
 };
 
+// A session: one world, its clock, its subscribers and its controllers.
+//
+// Every change to the world comes in as a Command (command.h) and is applied by the one
+// private ApplyLocked, between two ticks, under the session's lock; the public methods
+// below check a command and hand it in. Ticks run on the scheduler's workers: paced ones
+// (REALTIME, BARRIER) and a client's Steps alike, never on the caller's thread (except the
+// synchronous Step, for tests and replays). A long Step runs in slices of kStepSlice_ns, so
+// other sessions' work on the same workers and calls on this session wait at most a slice.
 class Session final : public ScheduledJob, public std::enable_shared_from_this<Session> {
  public:
-  // `config` must already be validated by Create's caller (SessionManager checks it with
-  // sim::World::Create, whose result is passed here). `scheduler` paces the session when its
-  // clock is REALTIME; it must outlive the session (null: LOCKSTEP only). Call Start() once
-  // the session is owned by a shared_ptr.
+  // `config` must already be validated: `world` is BuildWorld(config). `scheduler` runs the
+  // session's ticks; it must outlive the session (null: only the synchronous Step and the
+  // commands work). Call Start() once the session is owned by a shared_ptr.
   Session(std::string id, SessionConfig config, sim::World world,
           std::uint32_t max_ticks_per_step, Scheduler* scheduler = nullptr);
   Session(const Session&) = delete;
@@ -204,24 +163,20 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   const std::string& id() const { return id_; }
   // As created (the clock in it is the initial one; Describe has the current clock).
   const SessionConfig& config() const { return config_; }
+  // The clock pacing and rate limits are measured with (the scheduler's, or a steady clock).
+  const Clock& clock() const { return *clock_; }
 
-  // Starts the clock if it is paced (a REALTIME session not paused).
+  // Starts the clock if it is paced (REALTIME or BARRIER, not paused).
   void Start();
-  // Changes the clock. InvalidArgument for a bad value (naming it); FailedPrecondition for
-  // REALTIME without a scheduler; NotFound once closed. A paced clock restarts its pacing
-  // from now at the current tick (no catching up on the time it was paused or slower).
-  absl::StatusOr<ClockSettings> SetClock(const ClockUpdate& update);
 
-  // ScheduledJob: runs the tick due at `now_ns` if the clock is paced, and returns the time of
-  // the next one. Pacing: tick k is due at anchor + (k - anchor_tick) x period, period = dt /
-  // real_time_factor (no drift: never summed). A tick that starts more than a period late is
-  // a missed deadline; a session more than kMaxLagTicks behind gives up the backlog (counted
-  // as missed) and restarts its pacing from now. Factor 0: one tick per run, rescheduled at
-  // once (behind every session already due).
-  std::optional<std::int64_t> RunScheduled(std::int64_t now_ns) override;
+  // The door, for replays: applies a command as it was recorded (see Replay). Errors as the
+  // typed methods below. A StepCommand steps synchronously; controllers' commands change only
+  // the brakes (a live controller attaches with AttachController).
+  absl::Status Apply(const Command& command);
 
-  // See sim::World::Spawn. Every method that reaches the world fails with NotFound
-  // ("session_id") once the session is closed.
+  // Adds every vehicle of `specs`, or none; returns their ids. See sim::World::Spawn. Every
+  // method that reaches the world fails with NotFound ("session_id") once the session is
+  // closed.
   absl::StatusOr<std::vector<sim::VehicleId>> SpawnVehicles(absl::Span<const sim::VehicleSpec> specs);
   // See sim::World::Remove.
   absl::Status RemoveVehicle(sim::VehicleId id);
@@ -229,15 +184,42 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   absl::StatusOr<std::vector<sim::ObstacleId>> AddObstacles(
       absl::Span<const sim::ObstacleSpec> specs);
   absl::Status RemoveObstacle(sim::ObstacleId id);
-  // Replaces held controls; they apply from the next tick on. See sim::World::SetInputs.
-  // Returns the time at which they were set.
+  // Replaces held controls; they apply from the next tick on. See sim::World::SetInputs;
+  // FailedPrecondition ("[i].vehicle_id") for a vehicle a controller drives. Returns the time
+  // at which they were set.
   absl::StatusOr<SimTime> SetControls(absl::Span<const sim::VehicleInput> inputs);
+  // Changes the clock. InvalidArgument for a bad value (naming it); FailedPrecondition for a
+  // paced mode without a scheduler. A paced clock restarts its pacing from now at the
+  // current tick (no catching up on the time it was paused or slower).
+  absl::StatusOr<ClockSettings> SetClock(const ClockUpdate& update);
+  // Back to tick 0 as created (BuildWorld of the config; same seed), with new ids: vehicles
+  // and obstacles spawned since are gone, and no id is ever reused, so a stale id is
+  // NotFound. Subscribers get the new tick-0 frame; controllers' streams end (their vehicles
+  // are gone) with NotFound. The clock keeps its mode, paced from now. Returns the new frame.
+  absl::StatusOr<std::shared_ptr<const Frame>> Reset();
 
-  // Advances `ticks` ticks and returns the frame after the last, with the contact events of
-  // the ticks stepped. Errors: InvalidArgument ("ticks") unless 1 <= ticks <=
-  // max_ticks_per_step; FailedPrecondition if the clock is paced (REALTIME and not paused);
-  // Aborted if `expected_tick` is set and differs from the current tick (nothing is stepped).
+  // Queues a Step of `ticks` ticks on the session's workers and returns at once; `on_done`
+  // is called exactly once, on a worker (or in Close), with the frame after the last tick and
+  // the events of the ticks stepped, or with an error: Aborted if `expected_tick` is set and
+  // differs from the tick when the Step starts (nothing is stepped); Cancelled if the ticket
+  // was cancelled (the ticks made stay made); NotFound if the session is deleted meanwhile,
+  // Unavailable if the server shuts down (at the next tick). Errors returned at once:
+  // InvalidArgument ("ticks") unless 1 <= ticks <= max_ticks_per_step; FailedPrecondition if
+  // the clock is paced (REALTIME or BARRIER, not paused) or there is no scheduler;
+  // ResourceExhausted beyond kMaxQueuedSteps queued Steps.
+  absl::StatusOr<std::shared_ptr<StepTicket>> StartStep(
+      std::uint32_t ticks, std::optional<std::uint64_t> expected_tick,
+      std::function<void(absl::StatusOr<StepResult>)> on_done);
+  // The same Step, run on the caller's thread (tests, replays, tools). Errors as StartStep.
   absl::StatusOr<StepResult> Step(std::uint32_t ticks, std::optional<std::uint64_t> expected_tick);
+
+  // ScheduledJob: runs a slice of the Step at the head of the queue, or the paced tick due
+  // at `now_ns`, and returns when to run next. Pacing: tick k is due at anchor + (k -
+  // anchor_tick) x period, period = dt / real_time_factor (no drift: never summed). A tick
+  // that starts more than a period late is a missed deadline; a session more than
+  // kMaxLagTicks behind gives up the backlog (counted as missed) and restarts its pacing from
+  // now. Factor 0: one tick per run, rescheduled at once (behind every session already due).
+  std::optional<std::int64_t> RunScheduled(std::int64_t now_ns) override;
 
   // The current frame.
   std::shared_ptr<const Frame> CurrentFrame() const;
@@ -247,39 +229,38 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   SimTime Now() const;
   std::uint64_t StateHash() const;
 
-  // Adds a subscriber that receives the current frame at once and then the frame after every
-  // tick that is a multiple of `every_n_ticks` (>= 1). Returns a handle for Unsubscribe.
-  // InvalidArgument ("every_n_ticks") for 0; NotFound if the session is closed.
-  absl::StatusOr<std::uint64_t> Subscribe(std::uint32_t every_n_ticks,
-                                          std::shared_ptr<FrameSink> sink);
-  // Removes a subscriber; unknown handles are ignored (the session may have closed).
-  void Unsubscribe(std::uint64_t subscription);
-
-  // Attaches a controller (a Drive stream) to `vehicle`: `sink` receives the current frame at
-  // once and then the frame after every tick, and only this controller may set the vehicle's
-  // controls from now on (SetControls for it is FailedPrecondition). Returns the handle.
-  // NotFound ("vehicle_id") for a vehicle not alive; AlreadyExists ("vehicle_id") if it
-  // has a controller.
-  absl::StatusOr<std::uint64_t> AttachController(sim::VehicleId vehicle,
-                                                 DisconnectAction on_disconnect,
-                                                 std::shared_ptr<FrameSink> sink);
-  // A control from controller `handle` that answers the observation of `tick`. The
-  // vehicle's model checks it (InvalidArgument naming the field). InvalidArgument ("tick")
-  // for a tick not yet observed; NotFound if the controller or its vehicle is gone.
-  absl::StatusOr<ControlReceipt> ApplyControl(std::uint64_t handle, std::uint64_t tick,
-                                              sim::VehicleInput input);
-  // Detaches a controller, applying its disconnect action. Unknown handles are ignored.
-  void DetachController(std::uint64_t handle);
+  // Adds a subscriber (made by its transport with this session's clock()): it is offered the
+  // current frame at once and then the frame after every tick its decimation takes.
+  // InvalidArgument for bad options (every_n_ticks 0, max_rate_hz <= 0, queue_capacity 0);
+  // NotFound if the session is closed.
+  absl::Status Subscribe(std::shared_ptr<Subscriber> subscriber);
+  // Removes a subscriber; unknown ones are ignored (the session may have closed).
+  void Unsubscribe(const Subscriber* subscriber);
   std::size_t subscriber_count() const;
 
-  // Back to tick 0 as created (BuildWorld of the config; same seed): vehicles spawned and
-  // controls set since are gone. Subscribers get the new tick-0 frame; controllers' streams
-  // end (their vehicles are gone) with NotFound. The clock keeps its mode, paced from now.
-  // Returns the new frame.
-  absl::StatusOr<std::shared_ptr<const Frame>> Reset();
+  // Attaches a controller (a Drive stream) to `vehicle`: `subscriber` is offered the current
+  // frame at once and then the frame after every tick, and only this controller may set the
+  // vehicle's controls from now on (SetControls for it is FailedPrecondition). NotFound
+  // ("vehicle_id") for a vehicle not alive; FailedPrecondition for a vehicle with a built-in
+  // driver; AlreadyExists ("vehicle_id") if it has a controller.
+  absl::Status AttachController(sim::VehicleId vehicle, DisconnectAction on_disconnect,
+                                std::shared_ptr<Subscriber> subscriber);
+  // A control from the controller of `subscriber` that answers the observation of `tick`.
+  // The vehicle's model checks it (InvalidArgument naming the field, no prefix).
+  // InvalidArgument ("tick") for a tick not yet observed; NotFound ("vehicle_id") if the
+  // controller or its vehicle is gone.
+  absl::StatusOr<ControlReceipt> ApplyControl(const Subscriber* subscriber, std::uint64_t tick,
+                                              sim::VehicleInput input);
+  // Detaches a controller, applying its disconnect action. Unknown ones are ignored.
+  void DetachController(const Subscriber* subscriber);
 
-  // Closes the session: tells every subscriber (with `reason`), drops them, and fails later
-  // calls with NotFound. Idempotent. Returns the final time.
+  // Observers see every command applied and every tick stepped from now on.
+  void AddObserver(std::shared_ptr<CommandObserver> observer);
+  void RemoveObserver(const CommandObserver* observer);
+
+  // Closes the session: stops its Steps at the next tick (their callers get NotFound, or
+  // `reason` if it is an error), tells every subscriber (with `reason`), drops them, and
+  // fails later calls with NotFound. Idempotent. Returns the final time.
   SimTime Close(const absl::Status& reason = absl::OkStatus());
 
   // Activity, for the idle reaper: the last time a client call reached this session, on the
@@ -292,25 +273,44 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
 
  private:
   struct Controller {
-    std::uint64_t handle;  // Also its subscription's handle.
+    const Subscriber* subscriber;  // Its observations' subscriber; identifies it.
     sim::VehicleId vehicle;
     DisconnectAction on_disconnect;
     // The tick of the observation the newest control answered; nullopt before the first.
     std::optional<std::uint64_t> answered_tick;
   };
 
-  struct Subscriber {
-    std::uint64_t handle;
-    std::uint32_t every_n_ticks;
-    std::shared_ptr<FrameSink> sink;
-    FrameEvents pending;  // Transitions of the ticks since its last frame.
+  // What the lock-holding part of a call leaves to do once the lock is released.
+  struct AfterUnlock {
+    std::vector<std::shared_ptr<Subscriber>> ready;  // Transports to tell (OnReady).
+    std::vector<std::pair<std::shared_ptr<StepTicket>, absl::StatusOr<StepResult>>> finished;
+    std::optional<std::int64_t> schedule_at;  // Run the session then.
   };
+
+  // The one place a command changes the session: applies an already checked command and
+  // shows it to the observers. Returns the new ids of a spawn or obstacle command, the new
+  // frame of a reset.
+  absl::Status ApplyLocked(const Command& command, std::vector<std::uint64_t>* ids = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Session-level checks of a client's command (the world checks the rest).
+  absl::Status CheckCommandLocked(const Command& command) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<ClockSettings> MergeClockLocked(const ClockUpdate& update) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the subscribers that TickLocked left in ready_ into `after`.
+  void TakeReadyLocked(AfterUnlock& after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the transports, finishes Steps and schedules, outside the lock.
+  void Finish(AfterUnlock after);
 
   SimTime NowLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool PacedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // One tick of the world, published to the subscribers; appends its transitions to `events`
-  // if not null.
-  std::shared_ptr<const Frame> TickLocked(FrameEvents* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One tick of the world, shown to the observers and offered to the subscribers; appends its
+  // transitions to `events` if not null.
+  void TickLocked(FrameEvents* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckStepLocked(std::uint32_t ticks) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs the Step at the head of the queue until it is done, cancelled, or `slice_end_ns`
+  // passes (nullopt: no limit); a finished Step goes to `after`.
+  void RunStepLocked(std::optional<std::int64_t> slice_end_ns, AfterUnlock& after)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // If the clock is paced: restarts its pacing from now at the current tick and returns when
   // the session should next run; nullopt otherwise.
   std::optional<std::int64_t> RestartPacingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -323,30 +323,27 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // BARRIER: whether every controller answered the observation of the current tick.
   bool AllAnsweredLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a BARRIER tick should be tried now (every controller answered).
+  bool BarrierReadyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets the controls that brake the vehicles in braking_ to a stop for the coming tick;
   // forgets those that are gone or stopped.
   void BrakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Controller* FindControllerLocked(std::uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::uint64_t SubscribeLocked(std::uint32_t every_n_ticks, std::shared_ptr<FrameSink> sink)
+  Controller* FindControllerLocked(const Subscriber* subscriber) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Registers `subscriber` and offers it the current frame.
+  void AddSubscriberLocked(std::shared_ptr<Subscriber> subscriber, AfterUnlock& after)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Schedules the session to run at `when_ns` (outside the lock).
-  void ScheduleAt(std::int64_t when_ns);
   std::shared_ptr<const Frame> MakeFrameLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckOpenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Hands the frame of the tick just stepped, and its contact transitions, to the
-  // subscribers whose decimation takes it (the others keep the transitions for later);
-  // returns the frame if one was made.
-  std::shared_ptr<const Frame> PublishLocked(absl::Span<const sim::ContactEvent> transitions)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string id_;
   const SessionConfig config_;
   const std::uint32_t max_ticks_per_step_;
   Scheduler* const scheduler_;
+  const Clock* const clock_;
 
   mutable absl::Mutex mu_;
   sim::World world_ ABSL_GUARDED_BY(mu_);
-  ClockSettings clock_ ABSL_GUARDED_BY(mu_);
+  ClockSettings clock_settings_ ABSL_GUARDED_BY(mu_);
   // Pacing: tick anchor_tick_ was due at anchor_ns_.
   std::uint64_t anchor_tick_ ABSL_GUARDED_BY(mu_) = 0;
   std::int64_t anchor_ns_ ABSL_GUARDED_BY(mu_) = 0;
@@ -363,11 +360,14 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   std::uint64_t barrier_timeouts_ ABSL_GUARDED_BY(mu_) = 0;
   // Vehicles whose controller left with kBrakeToStop, braking until they stand still.
   std::vector<sim::VehicleId> braking_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<StepTicket>> steps_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<Subscriber>> subscribers_ ABSL_GUARDED_BY(mu_);
+  // Subscribers offered a frame whose transports are still to be told (see Finish).
+  std::vector<std::shared_ptr<Subscriber>> ready_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<CommandObserver>> observers_ ABSL_GUARDED_BY(mu_);
   std::atomic<std::int64_t> last_activity_ns_{0};
   std::atomic<bool> kept_{false};
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<Subscriber> subscribers_ ABSL_GUARDED_BY(mu_);
-  std::uint64_t next_subscription_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 // A paced session more than this many ticks behind its schedule gives up the backlog.

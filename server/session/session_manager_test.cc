@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/session/testing/recording_transport.h"
 #include "server/session/clock.h"
 #include "server/session/scheduler.h"
 
@@ -103,12 +104,6 @@ namespace {
 
 constexpr std::int64_t kSecond = 1'000'000'000;
 
-class NullSink final : public FrameSink {
- public:
-  void OnFrame(std::shared_ptr<const Frame>, FrameEvents) override {}
-  void OnSessionClosed(const absl::Status& reason) override { closed_with = reason; }
-  std::optional<absl::Status> closed_with;
-};
 
 // The reaper deletes sessions with neither a call nor a stream for longer than the timeout;
 // a call (Find) or an open stream keeps a session alive, and a kept session is never reaped.
@@ -121,8 +116,8 @@ TEST(SessionManager, ReapsIdleSessionsOnly) {
   const auto watched = *sessions.Create({});
   const auto kept = *sessions.Create({});
   kept->Keep();
-  auto sink = std::make_shared<NullSink>();
-  ASSERT_TRUE(watched->Subscribe(1, sink).ok());
+  const auto [sink, subscriber] = testing::RecordingTransport::Make(watched->clock());
+  ASSERT_TRUE(watched->Subscribe(subscriber).ok());
   for (int s = 0; s < 6; ++s) {
     clock.Advance(kSecond);
     scheduler.RunDue();
@@ -137,7 +132,7 @@ TEST(SessionManager, ReapsIdleSessionsOnly) {
   EXPECT_TRUE(sessions.Find(called).ok());
   EXPECT_TRUE(sessions.Find(watched->id()).ok());
   EXPECT_TRUE(sessions.Find(kept->id()).ok());
-  EXPECT_FALSE(sink->closed_with.has_value());
+  EXPECT_FALSE(sink->closed().has_value());
   EXPECT_EQ(sessions.size(), 3u);
 }
 
@@ -155,11 +150,11 @@ TEST(SessionManager, NoTimeoutMeansNoReaping) {
 TEST(SessionManager, ShutdownClosesStreamsWithTheReasonAndRefusesNewSessions) {
   SessionManager sessions({.max_sessions = 8});
   const auto session = *sessions.Create({});
-  auto sink = std::make_shared<NullSink>();
-  ASSERT_TRUE(session->Subscribe(1, sink).ok());
+  const auto [sink, subscriber] = testing::RecordingTransport::Make(session->clock());
+  ASSERT_TRUE(session->Subscribe(subscriber).ok());
   sessions.Shutdown(absl::UnavailableError("the server is shutting down"));
-  ASSERT_TRUE(sink->closed_with.has_value());
-  EXPECT_EQ(sink->closed_with->code(), absl::StatusCode::kUnavailable);
+  ASSERT_TRUE(sink->closed().has_value());
+  EXPECT_EQ(sink->closed()->code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(sessions.Create({}).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(session->SpawnVehicles({sim::VehicleSpec{}}).status().code(),
             absl::StatusCode::kNotFound);

@@ -7,6 +7,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/session/testing/recording_transport.h"
 
 namespace pitlane::session {
 namespace {
@@ -22,43 +23,18 @@ std::unique_ptr<Session> MakeSession(std::uint32_t max_ticks_per_step = 1000) {
   return std::make_unique<Session>("s-test", config, *std::move(world), max_ticks_per_step);
 }
 
-// A subscriber that records what it is given.
-class RecordingSink : public FrameSink {
- public:
-  void OnFrame(std::shared_ptr<const Frame> frame, FrameEvents events) override {
-    absl::MutexLock lock(&mu_);
-    ticks_.push_back(frame->time.tick);
-    frames_.push_back(std::move(frame));
-    events_.push_back(std::move(events));
-  }
-  FrameEvents events(std::size_t i) const {
-    absl::MutexLock lock(&mu_);
-    return events_.at(i);
-  }
-  void OnSessionClosed(const absl::Status& /*reason*/) override {
-    absl::MutexLock lock(&mu_);
-    closed_ = true;
-  }
-  std::vector<std::uint64_t> ticks() const {
-    absl::MutexLock lock(&mu_);
-    return ticks_;
-  }
-  std::shared_ptr<const Frame> frame(std::size_t i) const {
-    absl::MutexLock lock(&mu_);
-    return frames_.at(i);
-  }
-  bool closed() const {
-    absl::MutexLock lock(&mu_);
-    return closed_;
-  }
+using testing::RecordingTransport;
 
- private:
-  mutable absl::Mutex mu_;
-  std::vector<std::uint64_t> ticks_;
-  std::vector<std::shared_ptr<const Frame>> frames_;
-  std::vector<FrameEvents> events_;
-  bool closed_ = false;
-};
+// Subscribes a transport that records every frame the decimation takes.
+std::pair<std::shared_ptr<RecordingTransport>, std::shared_ptr<Subscriber>> Record(
+    Session& session, std::uint32_t every_n_ticks) {
+  auto [transport, subscriber] = RecordingTransport::Make(
+      session.clock(), {.kind = SubscriberOptions::Kind::kLossless,
+                        .every_n_ticks = every_n_ticks,
+                        .queue_capacity = 1 << 20});
+  EXPECT_TRUE(session.Subscribe(subscriber).ok());
+  return {transport, subscriber};
+}
 
 TEST(Session, StepValidatesTicks) {
   auto session = MakeSession(/*max_ticks_per_step=*/100);
@@ -99,12 +75,9 @@ TEST(Session, StepReturnsTheStateAfterTheLastTick) {
 
 TEST(Session, SubscribersGetTheCurrentFrameThenEveryNthTick) {
   auto session = MakeSession();
-  auto every3 = std::make_shared<RecordingSink>();
-  auto every1 = std::make_shared<RecordingSink>();
   ASSERT_TRUE(session->Step(2, std::nullopt).ok());
-  ASSERT_TRUE(session->Subscribe(3, every3).ok());
-  const auto handle = session->Subscribe(1, every1);
-  ASSERT_TRUE(handle.ok());
+  const auto [every3, every3_subscriber] = Record(*session, 3);
+  const auto [every1, every1_subscriber] = Record(*session, 1);
   EXPECT_EQ(session->subscriber_count(), 2u);
   // One multi-tick Step publishes every tick it passes, not just the last.
   ASSERT_TRUE(session->Step(5, std::nullopt).ok());
@@ -114,27 +87,27 @@ TEST(Session, SubscribersGetTheCurrentFrameThenEveryNthTick) {
   // Subscribers with a common tick share one immutable frame.
   EXPECT_EQ(every3->frame(1), every1->frame(1));
 
-  session->Unsubscribe(*handle);
+  session->Unsubscribe(every1_subscriber.get());
   ASSERT_TRUE(session->Step(3, std::nullopt).ok());
   EXPECT_EQ(every1->ticks().back(), 10u);
   EXPECT_EQ(every3->ticks().back(), 12u);
-  EXPECT_EQ(session->Subscribe(0, every1).status().code(), absl::StatusCode::kInvalidArgument);
+  auto bad = RecordingTransport::Make(session->clock(), {.every_n_ticks = 0});
+  EXPECT_EQ(session->Subscribe(bad.second).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Session, CloseEndsSubscriptionsAndLaterCalls) {
   auto session = MakeSession();
-  auto sink = std::make_shared<RecordingSink>();
-  ASSERT_TRUE(session->Subscribe(1, sink).ok());
+  const auto [sink, subscriber] = Record(*session, 1);
   ASSERT_TRUE(session->Step(4, std::nullopt).ok());
   EXPECT_EQ(session->Close().tick, 4u);
-  EXPECT_TRUE(sink->closed());
+  EXPECT_TRUE(sink->closed().has_value());
   EXPECT_EQ(session->subscriber_count(), 0u);
   EXPECT_EQ(session->Step(1, std::nullopt).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(session->SpawnVehicles({sim::VehicleSpec{}}).status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(session->SetControls({}).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(session->RemoveVehicle(1).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(session->Subscribe(1, sink).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(session->Subscribe(subscriber).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(session->Close().tick, 4u);  // Idempotent.
 }
 
@@ -162,7 +135,7 @@ std::vector<std::pair<std::uint64_t, sim::ContactPhase>> TicksAndPhases(const Fr
 TEST(Session, StepReportsTransitionsOfEveryTickAndOngoingAtTheEnd) {
   using P = std::pair<std::uint64_t, sim::ContactPhase>;
   auto session = MakeHeadOnSession();
-  EXPECT_THAT(TicksAndPhases(session->Step(87, std::nullopt)->events), testing::IsEmpty());
+  EXPECT_THAT(TicksAndPhases(session->Step(87, std::nullopt)->events), ::testing::IsEmpty());
   EXPECT_THAT(TicksAndPhases(session->Step(1, std::nullopt)->events),
               ElementsAre(P{88, sim::ContactPhase::kBegan}));
   EXPECT_THAT(TicksAndPhases(session->Step(10, std::nullopt)->events),
@@ -180,8 +153,7 @@ TEST(Session, StepReportsTransitionsOfEveryTickAndOngoingAtTheEnd) {
 TEST(Session, DecimatedSubscriberKeepsTransitionsOfSkippedTicks) {
   using P = std::pair<std::uint64_t, sim::ContactPhase>;
   auto session = MakeHeadOnSession();
-  auto every100 = std::make_shared<RecordingSink>();
-  ASSERT_TRUE(session->Subscribe(100, every100).ok());
+  const auto [every100, subscriber] = Record(*session, 100);
   ASSERT_TRUE(session->Step(400, std::nullopt).ok());
   EXPECT_THAT(every100->ticks(), ElementsAre(0, 100, 200, 300, 400));
   EXPECT_THAT(TicksAndPhases(every100->events(1)), ElementsAre(P{88, sim::ContactPhase::kBegan},
@@ -189,10 +161,9 @@ TEST(Session, DecimatedSubscriberKeepsTransitionsOfSkippedTicks) {
   EXPECT_THAT(TicksAndPhases(every100->events(2)), ElementsAre(P{200, sim::ContactPhase::kOngoing}));
   EXPECT_THAT(TicksAndPhases(every100->events(4)), ElementsAre(P{313, sim::ContactPhase::kEnded}));
   // A late subscriber's first frame reports what is in effect.
-  auto late = std::make_shared<RecordingSink>();
   auto fresh = MakeHeadOnSession();
   ASSERT_TRUE(fresh->Step(88, std::nullopt).ok());
-  ASSERT_TRUE(fresh->Subscribe(1, late).ok());
+  const auto [late, late_subscriber] = Record(*fresh, 1);
   ASSERT_TRUE(fresh->Step(1, std::nullopt).ok());
   EXPECT_THAT(TicksAndPhases(late->events(0)), ElementsAre(P{88, sim::ContactPhase::kBegan}));
   EXPECT_THAT(TicksAndPhases(late->events(1)), ElementsAre(P{89, sim::ContactPhase::kOngoing}));

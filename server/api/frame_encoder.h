@@ -1,0 +1,33 @@
+// The protobuf encoding of a session's frames, made once per frame however many streams send
+// it (a frame's encodings belong to the layer that makes them, not to the frame).
+#ifndef PITLANE_SERVER_API_FRAME_ENCODER_H_
+#define PITLANE_SERVER_API_FRAME_ENCODER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "server/session/frame.h"
+
+namespace pitlane::api {
+
+// Thread-safe. Keeps the encoding of the newest frame asked for: the streams of a session
+// take the newest frame, so they all hit it. The first to ask encodes, on its own thread,
+// while the others wait for it (at most one encoding per frame).
+class FrameEncoder {
+ public:
+  // The frame's WorldState, serialized.
+  std::shared_ptr<const std::string> Encode(const std::shared_ptr<const session::Frame>& frame);
+
+ private:
+  absl::Mutex mu_;
+  // The frame encoded last (compared by identity while it is alive) and its bytes.
+  std::weak_ptr<const session::Frame> frame_ ABSL_GUARDED_BY(mu_);
+  const session::Frame* frame_address_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::shared_ptr<const std::string> bytes_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pitlane::api
+
+#endif  // PITLANE_SERVER_API_FRAME_ENCODER_H_

@@ -1,0 +1,297 @@
+// The session core: Steps on the workers (slices, cancellation, closing), the lossless
+// subscriber, and the command door's record and replay.
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/session/clock.h"
+#include "server/session/replay.h"
+#include "server/session/scheduler.h"
+#include "server/session/session.h"
+#include "server/session/testing/recording_transport.h"
+
+namespace pitlane::session {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// A clock that moves 1 ms each time it is read: a Step's slice (kStepSlice_ns) ends after a
+// couple of ticks, deterministically.
+class TickingClock final : public Clock {
+ public:
+  std::int64_t NowNanos() const override { return now_ns_ += 1'000'000; }
+
+ private:
+  mutable std::atomic<std::int64_t> now_ns_{0};
+};
+
+SessionConfig Config(std::uint32_t max_vehicles = 8) {
+  return SessionConfig{.name = "door", .world = {.tick_rate_hz = 50, .max_vehicles = max_vehicles}};
+}
+
+std::shared_ptr<Session> MakeSession(Scheduler* scheduler, SessionConfig config = Config()) {
+  auto session = std::make_shared<Session>("s-door", config, *BuildWorld(config), 1000, scheduler);
+  session->Start();
+  return session;
+}
+
+// What a Step's callback received.
+struct Outcome {
+  int calls = 0;
+  std::optional<absl::StatusOr<StepResult>> result;
+};
+
+std::function<void(absl::StatusOr<StepResult>)> Into(Outcome& outcome) {
+  return [&outcome](absl::StatusOr<StepResult> result) {
+    ++outcome.calls;
+    outcome.result = std::move(result);
+  };
+}
+
+TEST(Steps, RunOnTheWorkersInSlicesAndFinishOnce) {
+  TickingClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler);
+  Outcome outcome;
+  ASSERT_TRUE(session->StartStep(100, std::nullopt, Into(outcome)).ok());
+  EXPECT_EQ(session->Now().tick, 0u);  // Nothing ran on the caller's thread.
+  EXPECT_EQ(scheduler.RunDue(1), 1);
+  const std::uint64_t after_one_slice = session->Now().tick;
+  EXPECT_GE(after_one_slice, 1u);
+  EXPECT_LT(after_one_slice, 100u);  // A slice, not the whole Step.
+  EXPECT_EQ(outcome.calls, 0);
+  while (scheduler.RunDue() > 0) {
+  }
+  ASSERT_EQ(outcome.calls, 1);
+  ASSERT_TRUE(outcome.result->ok());
+  EXPECT_EQ((*outcome.result)->frame->time.tick, 100u);
+  EXPECT_EQ(session->Now().tick, 100u);
+}
+
+TEST(Steps, AnotherSessionsStepRunsBetweenTheSlicesOfALongOne) {
+  TickingClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto long_session = MakeSession(&scheduler);
+  auto short_session = MakeSession(&scheduler);
+  Outcome long_outcome;
+  Outcome short_outcome;
+  ASSERT_TRUE(long_session->StartStep(1000, std::nullopt, Into(long_outcome)).ok());
+  EXPECT_EQ(scheduler.RunDue(1), 1);  // The long Step's first slice.
+  ASSERT_TRUE(short_session->StartStep(1, std::nullopt, Into(short_outcome)).ok());
+  // At most one more slice of the long Step goes first (it was due before the short one).
+  EXPECT_EQ(scheduler.RunDue(1), 1);
+  EXPECT_EQ(scheduler.RunDue(1), 1);
+  EXPECT_EQ(short_outcome.calls, 1);
+  EXPECT_EQ(long_outcome.calls, 0);
+  while (scheduler.RunDue() > 0) {
+  }
+  EXPECT_EQ(long_outcome.calls, 1);
+  EXPECT_EQ(long_session->Now().tick, 1000u);
+}
+
+TEST(Steps, ACancelledStepStopsBetweenTicksAndKeepsThem) {
+  TickingClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler);
+  Outcome outcome;
+  const auto ticket = session->StartStep(1000, std::nullopt, Into(outcome));
+  ASSERT_TRUE(ticket.ok());
+  EXPECT_EQ(scheduler.RunDue(1), 1);
+  (*ticket)->Cancel();
+  while (scheduler.RunDue() > 0) {
+  }
+  ASSERT_EQ(outcome.calls, 1);
+  const std::uint64_t reached = session->Now().tick;
+  EXPECT_GT(reached, 0u);
+  EXPECT_LT(reached, 1000u);
+  EXPECT_EQ(outcome.result->status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(outcome.result->status().message(),
+              HasSubstr(absl::StrCat("the session is at tick ", reached)));
+  // The session is consistent and usable.
+  Outcome next;
+  ASSERT_TRUE(session->StartStep(5, reached, Into(next)).ok());
+  while (scheduler.RunDue() > 0) {
+  }
+  ASSERT_TRUE(next.result->ok());
+  EXPECT_EQ(session->Now().tick, reached + 5);
+}
+
+TEST(Steps, ClosingEndsRunningAndQueuedSteps) {
+  TickingClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler);
+  Outcome first;
+  Outcome second;
+  ASSERT_TRUE(session->StartStep(1000, std::nullopt, Into(first)).ok());
+  ASSERT_TRUE(session->StartStep(10, std::nullopt, Into(second)).ok());
+  EXPECT_EQ(scheduler.RunDue(1), 1);
+  session->Close(absl::UnavailableError("the server is shutting down"));
+  ASSERT_EQ(first.calls, 1);
+  ASSERT_EQ(second.calls, 1);
+  EXPECT_EQ(first.result->status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(second.result->status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(scheduler.RunDue(), 0);  // Nothing left to run.
+  // Deleted (OK reason): the Step's caller hears NotFound.
+  auto deleted = MakeSession(&scheduler);
+  Outcome third;
+  ASSERT_TRUE(deleted->StartStep(10, std::nullopt, Into(third)).ok());
+  deleted->Close();
+  EXPECT_EQ(third.result->status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(Steps, ChecksWhatItCanAtOnceAndTheExpectedTickWhenItStarts) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler);
+  Outcome unused;
+  EXPECT_EQ(session->StartStep(0, std::nullopt, Into(unused)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(session->StartStep(1001, std::nullopt, Into(unused)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  Outcome first;
+  Outcome stale;
+  ASSERT_TRUE(session->StartStep(3, 0, Into(first)).ok());
+  ASSERT_TRUE(session->StartStep(3, 0, Into(stale)).ok());  // Still at tick 0 when queued.
+  while (scheduler.RunDue() > 0) {
+  }
+  EXPECT_TRUE(first.result->ok());
+  EXPECT_EQ(stale.result->status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(session->Now().tick, 3u);
+  for (std::size_t i = 0; i < kMaxQueuedSteps; ++i) {
+    ASSERT_TRUE(session->StartStep(1, std::nullopt, Into(unused)).ok());
+  }
+  EXPECT_EQ(session->StartStep(1, std::nullopt, Into(unused)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(session->SetClock({.mode = ClockMode::kRealtime}).ok());
+  while (scheduler.RunDue() > 0) {
+  }
+  EXPECT_EQ(session->StartStep(1, std::nullopt, Into(unused)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+// A lossless subscriber whose reader stalls loses frames when its queue is full, and its next
+// delivery says exactly which.
+TEST(Subscribers, LosslessQueueReportsExactlyWhatItLost) {
+  auto session = MakeSession(nullptr);
+  auto [reader, subscriber] = testing::RecordingTransport::Make(
+      session->clock(), {.kind = SubscriberOptions::Kind::kLossless, .queue_capacity = 2});
+  reader->Hold();
+  ASSERT_TRUE(session->Subscribe(subscriber).ok());
+  ASSERT_TRUE(session->Step(5, std::nullopt).ok());  // Ticks 0 and 1 queued; 2 to 5 lost.
+  reader->Release();
+  ASSERT_TRUE(session->Step(1, std::nullopt).ok());
+  const std::vector<Delivery> deliveries = reader->deliveries();
+  EXPECT_THAT(reader->ticks(), ElementsAre(0, 1, 6));
+  EXPECT_EQ(deliveries[1].lost_frames, 0u);
+  EXPECT_EQ(deliveries[2].lost_frames, 4u);
+  EXPECT_EQ(deliveries[2].lost_first_tick, 2u);
+  EXPECT_EQ(deliveries[2].lost_last_tick, 5u);
+}
+
+// A kLatest subscriber holds one frame: the newest. Frames replaced while its reader held a
+// delivery are counted as skipped.
+TEST(Subscribers, LatestKeepsTheNewestAndCountsWhatTheBusyReaderMissed) {
+  auto session = MakeSession(nullptr);
+  struct Manual final : SubscriberTransport {
+    void OnReady() override { ++ready; }
+    void OnClosed(const absl::Status&) override {}
+    int ready = 0;
+  };
+  auto transport = std::make_shared<Manual>();
+  auto subscriber = std::make_shared<Subscriber>(SubscriberOptions{}, transport, &session->clock());
+  ASSERT_TRUE(session->Subscribe(subscriber).ok());
+  EXPECT_EQ(transport->ready, 1);
+  ASSERT_EQ(subscriber->Take()->frame->time.tick, 0u);  // Busy with tick 0 now.
+  ASSERT_TRUE(session->Step(3, std::nullopt).ok());
+  EXPECT_EQ(transport->ready, 1);  // Busy: not told again; it takes when its write is done.
+  const std::optional<Delivery> newest = subscriber->Take();
+  ASSERT_TRUE(newest.has_value());
+  EXPECT_EQ(newest->frame->time.tick, 3u);
+  EXPECT_EQ(newest->skipped_frames, 2u);  // Ticks 1 and 2.
+  EXPECT_FALSE(subscriber->Take().has_value());
+}
+
+// The door: a run's commands, recorded through the observer, applied again to a fresh session
+// of the same config, give the same state hash at every tick.
+TEST(CommandDoor, ReplayingTheRecordedCommandsGivesTheSameHashAtEveryTick) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  SessionConfig config = Config();
+  config.world.seed = 7;
+  config.world.collision_policy = sim::CollisionPolicy::kStop;
+  auto original = MakeSession(&scheduler, config);
+  auto log = std::make_shared<CommandLog>();
+  original->AddObserver(log);
+
+  sim::VehicleSpec fast;
+  fast.initial_speed_mps = 8.0;
+  sim::VehicleSpec crossing = fast;
+  crossing.initial_pose = {.x_m = 20.0, .y_m = -10.0, .yaw_rad = 1.5707963267948966};
+  const auto ids = original->SpawnVehicles({fast, crossing, sim::VehicleSpec{}});
+  ASSERT_TRUE(ids.ok());
+  ASSERT_TRUE(original->SetControls({{.id = (*ids)[0], .acceleration_mps2 = 1.0,
+                                      .steering_angle_rad = 0.05}}).ok());
+  ASSERT_TRUE(original->Step(20, std::nullopt).ok());
+  const auto obstacles = original->AddObstacles({{.center_x_m = 40.0, .center_y_m = 3.0}});
+  ASSERT_TRUE(obstacles.ok());
+  // Paced ticks between two clock changes.
+  ASSERT_TRUE(original->SetClock({.mode = ClockMode::kRealtime}).ok());
+  for (int i = 0; i < 15; ++i) {
+    clock.Advance(20'000'000);
+    scheduler.RunDue();
+  }
+  ASSERT_TRUE(original->SetClock({.mode = ClockMode::kLockstep}).ok());
+  // A controller drives the third car, then leaves it braking.
+  auto [reader, controller] = testing::RecordingTransport::Make(original->clock());
+  ASSERT_TRUE(original->AttachController((*ids)[2], DisconnectAction::kBrakeToStop, controller).ok());
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(original->ApplyControl(controller.get(), original->Now().tick,
+                                       {.acceleration_mps2 = 2.0, .steering_angle_rad = -0.1})
+                    .ok());
+    ASSERT_TRUE(original->Step(3, std::nullopt).ok());
+  }
+  original->DetachController(controller.get());
+  ASSERT_TRUE(original->Step(40, std::nullopt).ok());
+  ASSERT_TRUE(original->RemoveVehicle((*ids)[1]).ok());
+  ASSERT_TRUE(original->RemoveObstacle((*obstacles)[0]).ok());
+  ASSERT_TRUE(original->Step(5, std::nullopt).ok());
+  ASSERT_TRUE(original->Reset().ok());
+  ASSERT_TRUE(original->SpawnVehicles({fast}).ok());
+  ASSERT_TRUE(original->Step(30, std::nullopt).ok());
+
+  const std::vector<RecordedCommand> commands = log->commands();
+  const std::vector<TickHash> expected = log->hashes();
+  ASSERT_GT(expected.size(), 100u);
+
+  const auto replay = [&](std::vector<RecordedCommand> recorded) {
+    auto copy = MakeSession(nullptr, config);
+    auto replayed = std::make_shared<CommandLog>();
+    copy->AddObserver(replayed);
+    EXPECT_TRUE(Replay(*copy, recorded, original->Now().tick).ok());
+    return replayed->hashes();
+  };
+  EXPECT_EQ(replay(commands), expected);
+
+  // One control changed: the run diverges at the tick after it, and not before.
+  std::vector<RecordedCommand> edited = commands;
+  std::uint64_t edited_tick = 0;
+  for (RecordedCommand& recorded : edited) {
+    if (auto* controls = std::get_if<SetControlsCommand>(&recorded.command)) {
+      controls->inputs[0].acceleration_mps2 += 0.5;
+      edited_tick = recorded.tick;
+      break;
+    }
+  }
+  const std::vector<TickHash> diverged = replay(edited);
+  ASSERT_EQ(diverged.size(), expected.size());
+  std::size_t first_difference = 0;
+  while (diverged[first_difference] == expected[first_difference]) ++first_difference;
+  EXPECT_EQ(expected[first_difference].tick, edited_tick + 1);
+}
+
+}  // namespace
+}  // namespace pitlane::session

@@ -1,0 +1,44 @@
+#include "server/session/frame.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace pitlane::session {
+
+void AppendEvents(absl::Span<const sim::ContactEvent> events, FrameEvents& into) {
+  const std::size_t room = kMaxEventsPerFrame - std::min(kMaxEventsPerFrame, into.events.size());
+  const std::size_t kept = std::min(room, events.size());
+  into.events.insert(into.events.end(), events.begin(), events.begin() + kept);
+  into.dropped += events.size() - kept;
+}
+
+void FinishEvents(absl::Span<const sim::Contact> contacts, std::uint64_t tick,
+                  FrameEvents& into) {
+  for (const sim::Contact& contact : contacts) {
+    if (contact.began_tick >= tick) continue;
+    if (into.events.size() >= kMaxEventsPerFrame) {
+      ++into.dropped;
+      ++into.dropped_ongoing;
+      continue;
+    }
+    into.events.push_back({.tick = tick, .phase = sim::ContactPhase::kOngoing, .contact = contact});
+  }
+  std::stable_sort(into.events.begin(), into.events.end(),
+                   [](const sim::ContactEvent& a, const sim::ContactEvent& b) {
+                     if (a.tick != b.tick) return a.tick < b.tick;
+                     return a.contact.pair < b.contact.pair;
+                   });
+}
+
+FrameEvents MergeEvents(FrameEvents older, FrameEvents newer) {
+  std::erase_if(older.events, [](const sim::ContactEvent& event) {
+    return event.phase == sim::ContactPhase::kOngoing;
+  });
+  older.dropped -= older.dropped_ongoing;
+  older.dropped += newer.dropped;
+  older.dropped_ongoing = newer.dropped_ongoing;
+  AppendEvents(newer.events, older);
+  return older;
+}
+
+}  // namespace pitlane::session

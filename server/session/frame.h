@@ -1,0 +1,55 @@
+// What a session publishes after a tick: an immutable frame, and the contact events that go
+// with it.
+#ifndef PITLANE_SERVER_SESSION_FRAME_H_
+#define PITLANE_SERVER_SESSION_FRAME_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "server/sim/collision/contacts.h"
+#include "server/sim/vehicles/vehicle.h"
+
+namespace pitlane::session {
+
+// A point on a session's clock.
+struct SimTime {
+  std::uint64_t tick = 0;   // Ticks since creation (or the last reset).
+  double sim_time_s = 0.0;  // tick / tick_rate_hz, seconds.
+};
+
+// The world at one tick, as published to clients. Immutable once made; shared by every
+// subscriber that takes it. Encodings of it (protobuf, JSON, ...) belong to the layers that
+// make them, not to the frame.
+struct Frame {
+  SimTime time;
+  std::vector<sim::VehicleSnapshot> vehicles;  // By ascending id.
+  std::vector<sim::Contact> contacts;          // In effect at this tick, by pair.
+};
+
+// Contact events that go with a frame (a Step result or a delivered frame).
+//
+// `events` holds the kBegan and kEnded events of every tick since the previous frame of the
+// same call or subscriber (or of the ticks stepped), then kOngoing for each contact in effect
+// at the frame's tick that began before it; all in (tick, pair) order. At most
+// kMaxEventsPerFrame are kept; the transitions beyond are counted in `dropped`.
+struct FrameEvents {
+  std::vector<sim::ContactEvent> events;
+  std::uint64_t dropped = 0;
+  std::uint64_t dropped_ongoing = 0;  // The kOngoing events among `dropped`.
+};
+
+inline constexpr std::size_t kMaxEventsPerFrame = 100000;
+
+// Appends `events` to `into`, keeping at most kMaxEventsPerFrame and counting the rest.
+void AppendEvents(absl::Span<const sim::ContactEvent> events, FrameEvents& into);
+// Appends kOngoing events for the contacts in effect at `tick` that began before it and sorts
+// `into` by (tick, pair).
+void FinishEvents(absl::Span<const sim::Contact> contacts, std::uint64_t tick, FrameEvents& into);
+// Folds `older` (events of an undelivered frame) in front of `newer` (the next frame's): the
+// older transitions stay, its kOngoing events give way to the newer frame's.
+FrameEvents MergeEvents(FrameEvents older, FrameEvents newer);
+
+}  // namespace pitlane::session
+
+#endif  // PITLANE_SERVER_SESSION_FRAME_H_

@@ -1,0 +1,139 @@
+// One way out of a session: the subscriber that every transport (a StreamStates call, a Drive
+// controller, a WebSocket viewer, a recorder) receives frames through.
+//
+// The session offers each frame under its lock, on the thread that steps it; offering only
+// moves pointers and merges events, so a subscriber costs the tick almost nothing. The
+// transport is told that a delivery waits (SubscriberTransport::OnReady) after the session's
+// lock is released, and takes it when it can send: it encodes and writes outside the
+// session's lock, off the tick's critical path.
+//
+// Two kinds:
+// - kLatest (streams, controllers, viewers): a one-frame mailbox, newest frame wins. A frame
+//   replaced before the transport took it is counted as skipped if the transport was busy (a
+//   reader too slow), or silently decimated if the rate limit held it back. Its contact
+//   transitions are kept for the next delivery (the kOngoing events give way to the newer
+//   frame's). A slow reader holds at most one frame and never slows the clock.
+// - kLossless (recorders): a bounded queue of every frame the decimation takes. When it is
+//   full, frames are lost, never silently: the next delivery says exactly which ticks were
+//   lost, and how many frames. The clock is never blocked.
+#ifndef PITLANE_SERVER_SESSION_SUBSCRIBER_H_
+#define PITLANE_SERVER_SESSION_SUBSCRIBER_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "server/session/clock.h"
+#include "server/session/frame.h"
+
+namespace pitlane::session {
+
+// What a transport receives.
+struct Delivery {
+  std::shared_ptr<const Frame> frame;
+  // Contact events since the previous delivery (see FrameEvents), filtered by the
+  // subscriber's vehicles.
+  FrameEvents events;
+  // kLatest: frames replaced unread since the previous delivery because the transport was
+  // still busy with an earlier one.
+  std::uint64_t skipped_frames = 0;
+  // kLossless: frames lost just before this one because the queue was full: their ticks are
+  // [lost_first_tick, lost_last_tick] (ticks the decimation does not take were never
+  // offered). Their contact transitions are in `events`.
+  std::uint64_t lost_frames = 0;
+  std::uint64_t lost_first_tick = 0;
+  std::uint64_t lost_last_tick = 0;
+};
+
+// The transport side of a subscriber: a gRPC stream, a WebSocket, a file writer.
+class SubscriberTransport {
+ public:
+  virtual ~SubscriberTransport() = default;
+  // A delivery waits: call Subscriber::Take. Called without the session's lock, on the
+  // thread that stepped the session (or the caller of Subscribe); should return soon.
+  virtual void OnReady() = 0;
+  // The session closed or dropped this subscriber; no more frames will come. OK when a
+  // client deleted the session, Unavailable when the server shuts down, NotFound when a
+  // controller's vehicle is gone.
+  virtual void OnClosed(const absl::Status& reason) = 0;
+};
+
+struct SubscriberOptions {
+  enum class Kind { kLatest, kLossless };
+  Kind kind = Kind::kLatest;
+  // Frames of ticks that are a multiple of this (>= 1) are offered.
+  std::uint32_t every_n_ticks = 1;
+  // kLatest: at most this many deliveries per wall-clock second; unset = no limit. A frame
+  // that arrives too early waits in the mailbox (and may be replaced).
+  std::optional<double> max_rate_hz;
+  // Events only of contacts involving these vehicles (sorted, unique); empty = all.
+  std::vector<sim::VehicleId> vehicle_ids;
+  // kLossless: frames the queue holds, >= 1.
+  std::size_t queue_capacity = 64;
+};
+
+// Thread-safe. The session calls Offer and Accumulate; the transport calls Take.
+class Subscriber {
+ public:
+  // `clock` (for max_rate_hz) must outlive the subscriber.
+  Subscriber(SubscriberOptions options, std::shared_ptr<SubscriberTransport> transport,
+             const Clock* clock);
+
+  const SubscriberOptions& options() const { return options_; }
+  SubscriberTransport& transport() const { return *transport_; }
+
+  // The next delivery, or nullopt if none is due now (nothing new, or the rate limit holds
+  // it back): OnReady comes when one is. A kLatest transport that takes a delivery counts as
+  // busy until it calls Take again.
+  std::optional<Delivery> Take();
+
+  // Session side, under its lock. The contact transitions (kBegan, kEnded) of a tick; kept
+  // until the next delivery.
+  void Accumulate(absl::Span<const sim::ContactEvent> transitions);
+  // Whether this subscriber takes the frame of `tick` (decimation).
+  bool Wants(std::uint64_t tick) const { return tick % options_.every_n_ticks == 0; }
+  // Offers a frame it Wants, with the transitions accumulated since the last offer plus the
+  // kOngoing events of its contacts. Returns whether the transport must be told (OnReady).
+  bool Offer(std::shared_ptr<const Frame> frame);
+  // Replaces everything waiting with `frame` as a first frame: contacts that began at its tick
+  // as kBegan, the others kOngoing (a new subscriber, or after a reset). Returns as Offer.
+  bool OfferFirst(std::shared_ptr<const Frame> frame);
+
+ private:
+  bool OfferLocked(std::shared_ptr<const Frame> frame, FrameEvents events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Selected(const sim::Contact& contact) const;
+  void Filter(FrameEvents& events) const;
+
+  const SubscriberOptions options_;
+  const std::shared_ptr<SubscriberTransport> transport_;
+  const Clock* const clock_;
+
+  absl::Mutex mu_;
+  FrameEvents accumulated_ ABSL_GUARDED_BY(mu_);  // Transitions since the last offer.
+  // kLatest: the mailbox.
+  std::shared_ptr<const Frame> pending_ ABSL_GUARDED_BY(mu_);
+  FrameEvents pending_events_ ABSL_GUARDED_BY(mu_);
+  std::uint64_t skipped_ ABSL_GUARDED_BY(mu_) = 0;
+  // Whether the transport holds a delivery it has not come back from (busy), and whether it
+  // asked and found nothing due (so the next offer must wake it).
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool waiting_ ABSL_GUARDED_BY(mu_) = true;
+  std::optional<std::int64_t> last_delivery_ns_ ABSL_GUARDED_BY(mu_);
+  // kLossless: the queue, and frames lost since the last queued one.
+  std::deque<Delivery> queue_ ABSL_GUARDED_BY(mu_);
+  std::uint64_t lost_ ABSL_GUARDED_BY(mu_) = 0;
+  std::uint64_t lost_first_tick_ ABSL_GUARDED_BY(mu_) = 0;
+  std::uint64_t lost_last_tick_ ABSL_GUARDED_BY(mu_) = 0;
+  FrameEvents lost_events_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pitlane::session
+
+#endif  // PITLANE_SERVER_SESSION_SUBSCRIBER_H_
