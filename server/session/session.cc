@@ -9,8 +9,8 @@
 
 namespace pitlane::session {
 
-absl::StatusOr<sim::World> BuildWorld(const SessionConfig& config) {
-  ASSIGN_OR_RETURN(sim::World world, sim::World::Create(config.world));
+absl::StatusOr<sim::World> BuildWorld(const SessionConfig& config, sim::IdCounters first_ids) {
+  ASSIGN_OR_RETURN(sim::World world, sim::World::Create(config.world, first_ids));
   if (!config.obstacles.empty()) {
     const absl::Status added = world.AddObstacles(config.obstacles).status();
     // A limit error already names "obstacles"; a spec error names "[i].<field>".

@@ -211,5 +211,26 @@ TEST(Session, EventsBeyondTheCapAreCounted) {
   EXPECT_EQ(into.dropped_ongoing, 3u);
 }
 
+// A reset rebuilds the world from the config and continues the old world's id counters, so a
+// stale id from before the reset is NotFound instead of naming a car of the new world.
+TEST(BuildWorld, ContinuesTheIdsOfTheWorldItReplaces) {
+  const SessionConfig config{.world = {.tick_rate_hz = 50, .max_vehicles = 10},
+                             .obstacles = {{.center_x_m = 50}},
+                             .vehicles = {{}, {.initial_pose = {.x_m = 10}}}};
+  absl::StatusOr<sim::World> before = BuildWorld(config);
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_THAT(*before->Spawn({{.initial_pose = {.x_m = 20}}}), ElementsAre(3));
+
+  absl::StatusOr<sim::World> after = BuildWorld(config, before->next_ids());
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_THAT(after->Snapshot(), ElementsAre(testing::Field(&sim::VehicleSnapshot::id, 4),
+                                             testing::Field(&sim::VehicleSnapshot::id, 5)));
+  EXPECT_EQ(after->obstacles().front().id, 2u);
+  for (const sim::VehicleId stale : {1, 2, 3}) {
+    EXPECT_EQ(after->Remove(stale).code(), absl::StatusCode::kNotFound) << stale;
+  }
+  EXPECT_EQ(after->RemoveObstacle(1).code(), absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace pitlane::session

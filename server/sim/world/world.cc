@@ -48,7 +48,9 @@ DriverView DriverViewOf(const VehicleTable& table, std::size_t row) {
 
 }  // namespace
 
-absl::StatusOr<World> World::Create(const WorldSpec& spec) {
+absl::StatusOr<World> World::Create(const WorldSpec& spec, IdCounters first_ids) {
+  // The counters come from another world, never from a client: 0 would be a bug of ours.
+  ABSL_ASSERT(first_ids.next_vehicle_id >= 1 && first_ids.next_obstacle_id >= 1);
   RETURN_IF_ERROR(
       CheckInRange("tick_rate_hz", spec.tick_rate_hz, kMinTickRate_hz, kMaxTickRate_hz));
   if (spec.max_vehicles < 1) {
@@ -72,15 +74,17 @@ absl::StatusOr<World> World::Create(const WorldSpec& spec) {
     if (!route.ok()) return PrefixField(absl::StrCat("routes[", i, "]"), route.status());
     routes.push_back(*std::move(route));
   }
-  return World(WorldParams{
-      .tick_rate_hz = spec.tick_rate_hz,
-      .dt_s = 1.0 / spec.tick_rate_hz,
-      .seed = spec.seed,
-      .max_vehicles = spec.max_vehicles,
-      .collision_policy = spec.collision_policy,
-      .bounds = spec.bounds,
-      .routes = std::move(routes),
-  });
+  return World(
+      WorldParams{
+          .tick_rate_hz = spec.tick_rate_hz,
+          .dt_s = 1.0 / spec.tick_rate_hz,
+          .seed = spec.seed,
+          .max_vehicles = spec.max_vehicles,
+          .collision_policy = spec.collision_policy,
+          .bounds = spec.bounds,
+          .routes = std::move(routes),
+      },
+      first_ids);
 }
 
 absl::StatusOr<std::vector<VehicleId>> World::Spawn(absl::Span<const VehicleSpec> specs) {
@@ -125,7 +129,7 @@ absl::StatusOr<std::vector<VehicleId>> World::Spawn(absl::Span<const VehicleSpec
   ids.reserve(resolved.size());
   VehicleTable& table = state_.vehicles;
   for (const VehicleSpec& spec : resolved) {
-    const VehicleId id = state_.next_vehicle_id++;
+    const VehicleId id = state_.next_ids.next_vehicle_id++;
     const auto row = static_cast<std::uint32_t>(table.size());
     table.Append(id, spec);
     state_.fleets.Visit(table.kinds[row], [&](auto& fleet) {
@@ -190,7 +194,7 @@ absl::StatusOr<std::vector<ObstacleId>> World::AddObstacles(
   std::vector<ObstacleId> ids;
   ids.reserve(specs.size());
   for (const ObstacleSpec& spec : specs) {
-    const ObstacleId id = state_.next_obstacle_id++;
+    const ObstacleId id = state_.next_ids.next_obstacle_id++;
     state_.obstacles.push_back(Obstacle{
         .id = id,
         .spec = spec,
@@ -482,7 +486,7 @@ std::uint64_t World::StateHash() const {
   const VehicleTable& table = state_.vehicles;
   Fnv1a hash;
   hash.Add(&state_.tick, sizeof(state_.tick));
-  hash.Add(&state_.next_vehicle_id, sizeof(state_.next_vehicle_id));
+  hash.Add(&state_.next_ids.next_vehicle_id, sizeof(VehicleId));
   hash.AddColumn(table.ids);
   hash.AddColumn(table.kinds);
   hash.AddColumn(table.crashed);
@@ -512,7 +516,7 @@ std::uint64_t World::StateHash() const {
     hash.Add(&driven.row, sizeof(driven.row));
     hash.Add(&driven.route, sizeof(driven.route));
   }
-  hash.Add(&state_.next_obstacle_id, sizeof(state_.next_obstacle_id));
+  hash.Add(&state_.next_ids.next_obstacle_id, sizeof(ObstacleId));
   for (const Obstacle& obstacle : state_.obstacles) {
     hash.Add(&obstacle.id, sizeof(obstacle.id));
     hash.Add(&obstacle.box, sizeof(obstacle.box));

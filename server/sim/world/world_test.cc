@@ -68,6 +68,42 @@ TEST(World, IdsStartAtOneAndAreNeverReused) {
   EXPECT_THAT(Ids(world), ElementsAre(1, 3, 4));
 }
 
+// A world that replaces another (a session's reset) continues its counters: no id of the old
+// world names anything in the new one.
+TEST(World, IdsContinueFromTheCountersOfTheWorldReplaced) {
+  World old_world = MakeWorld();
+  EXPECT_THAT(*old_world.Spawn({At(0), At(10)}), ElementsAre(1, 2));
+  EXPECT_THAT(*old_world.AddObstacles({{.center_x_m = 50}}), ElementsAre(1));
+  EXPECT_EQ(old_world.next_ids().next_vehicle_id, 3u);
+  EXPECT_EQ(old_world.next_ids().next_obstacle_id, 2u);
+
+  World world = *World::Create({.tick_rate_hz = 50, .seed = 7, .max_vehicles = 100},
+                               old_world.next_ids());
+  EXPECT_THAT(*world.Spawn({At(0)}), ElementsAre(3));
+  EXPECT_THAT(*world.AddObstacles({{.center_x_m = 50}}), ElementsAre(2));
+  EXPECT_EQ(world.Remove(1).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(world.RemoveObstacle(1).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(world.SetInputs({{.id = 2, .acceleration_mps2 = 1}}).code(),
+            absl::StatusCode::kNotFound);
+}
+
+// Rows renumber when a vehicle is removed; lookups by id follow them.
+TEST(World, LookupsByIdFollowRowsAfterRemovals) {
+  World world = MakeWorld();
+  ASSERT_TRUE(world.Spawn({At(0, 1.0), At(10, 2.0), At(20, 3.0), At(30, 4.0)}).ok());
+  ASSERT_TRUE(world.Remove(2).ok());
+  ASSERT_TRUE(world.Remove(1).ok());
+  EXPECT_FALSE(world.Contains(1));
+  EXPECT_FALSE(world.Contains(2));
+  EXPECT_EQ(world.MotionOf(3)->speed_mps, 3.0);
+  EXPECT_EQ(world.MotionOf(4)->speed_mps, 4.0);
+  EXPECT_THAT(*world.Spawn({At(40, 5.0)}), ElementsAre(5));
+  EXPECT_EQ(world.MotionOf(5)->speed_mps, 5.0);
+  ASSERT_TRUE(world.Remove(4).ok());
+  EXPECT_EQ(world.MotionOf(3)->speed_mps, 3.0);
+  EXPECT_EQ(world.MotionOf(5)->speed_mps, 5.0);
+}
+
 TEST(World, SpawnIsAllOrNone) {
   World world = MakeWorld(/*max_vehicles=*/3);
   VehicleSpec bad = At(0);
