@@ -77,7 +77,7 @@ class SimulatorServiceTest : public ::testing::Test {
 
 TEST_F(SimulatorServiceTest, LockstepRoundTrip) {
   const std::string id = CreateSession();
-  EXPECT_EQ(id, "s-1");
+  EXPECT_THAT(id, testing::MatchesRegex("s-[a-z2-7]{26}"));  // Unguessable: NewSessionId.
   const std::uint64_t vehicle = Spawn(id, 0, 5.0);
   EXPECT_EQ(vehicle, 1u);
 
@@ -506,7 +506,8 @@ TEST_P(BadRequestTest, IsRejectedWithoutSideEffects) {
 }
 
 TEST_F(SimulatorServiceTest, SessionLimitIsResourceExhausted) {
-  for (int i = 0; i < 4; ++i) CreateSession();
+  std::vector<std::string> created;
+  for (int i = 0; i < 4; ++i) created.push_back(CreateSession());
   v1::CreateSessionRequest request;
   v1::CreateSessionResponse response;
   const grpc::Status status = stub_->CreateSession(Context().get(), request, &response);
@@ -514,8 +515,8 @@ TEST_F(SimulatorServiceTest, SessionLimitIsResourceExhausted) {
   v1::ListSessionsResponse list;
   ASSERT_TRUE(stub_->ListSessions(Context().get(), {}, &list).ok());
   EXPECT_EQ(list.sessions_size(), 4);
-  EXPECT_EQ(list.sessions(0).session_id(), "s-1");
-  EXPECT_EQ(list.sessions(3).session_id(), "s-4");
+  EXPECT_EQ(list.sessions(0).session_id(), created[0]);  // Creation order.
+  EXPECT_EQ(list.sessions(3).session_id(), created[3]);
 }
 
 TEST_F(SimulatorServiceTest, RemovedVehicleIsNotFound) {

@@ -21,6 +21,7 @@ TEST(SessionManager, CreatesSessionsWithUniqueIdsAndDefaults) {
   ASSERT_TRUE(a.ok());
   ASSERT_TRUE(b.ok());
   EXPECT_NE((*a)->id(), (*b)->id());
+  EXPECT_THAT((*a)->id(), ::testing::MatchesRegex("s-[a-z2-7]{26}"));  // NewSessionId's.
   const SessionDescription da = (*a)->Describe(false);
   EXPECT_EQ(da.config.world.tick_rate_hz, 50.0);
   EXPECT_EQ(da.config.world.max_vehicles, 20u);

@@ -74,17 +74,16 @@ absl::StatusOr<World> World::Create(const WorldSpec& spec, IdCounters first_ids)
     if (!route.ok()) return PrefixField(absl::StrCat("routes[", i, "]"), route.status());
     routes.push_back(*std::move(route));
   }
-  return World(
-      WorldParams{
-          .tick_rate_hz = spec.tick_rate_hz,
-          .dt_s = 1.0 / spec.tick_rate_hz,
-          .seed = spec.seed,
-          .max_vehicles = spec.max_vehicles,
-          .collision_policy = spec.collision_policy,
-          .bounds = spec.bounds,
-          .routes = std::move(routes),
-      },
-      first_ids);
+  return World(WorldParams{
+      .tick_rate_hz = spec.tick_rate_hz,
+      .dt_s = 1.0 / spec.tick_rate_hz,
+      .seed = spec.seed,
+      .max_vehicles = spec.max_vehicles,
+      .collision_policy = spec.collision_policy,
+      .bounds = spec.bounds,
+      .routes = std::move(routes),
+      .first_ids = first_ids,
+  });
 }
 
 absl::StatusOr<std::vector<VehicleId>> World::Spawn(absl::Span<const VehicleSpec> specs) {
@@ -485,9 +484,17 @@ std::vector<VehicleDescription> World::DescribeVehicles() const {
 std::uint64_t World::StateHash() const {
   const VehicleTable& table = state_.vehicles;
   Fnv1a hash;
+  // Ids as counted from this world's first ones (the same bytes as the ids themselves in a
+  // world whose ids start at 1).
+  const VehicleId vehicle_base = params_.first_ids.next_vehicle_id - 1;
+  const ObstacleId obstacle_base = params_.first_ids.next_obstacle_id - 1;
+  const auto add_id = [&hash](std::uint64_t id, std::uint64_t base) {
+    const std::uint64_t counted = id - base;
+    hash.Add(&counted, sizeof(counted));
+  };
   hash.Add(&state_.tick, sizeof(state_.tick));
-  hash.Add(&state_.next_ids.next_vehicle_id, sizeof(VehicleId));
-  hash.AddColumn(table.ids);
+  add_id(state_.next_ids.next_vehicle_id, vehicle_base);
+  for (const VehicleId id : table.ids) add_id(id, vehicle_base);
   hash.AddColumn(table.kinds);
   hash.AddColumn(table.crashed);
   // The pose columns: the kinematic bicycles' state, the other models' published copies.
@@ -516,15 +523,25 @@ std::uint64_t World::StateHash() const {
     hash.Add(&driven.row, sizeof(driven.row));
     hash.Add(&driven.route, sizeof(driven.route));
   }
-  hash.Add(&state_.next_ids.next_obstacle_id, sizeof(ObstacleId));
+  add_id(state_.next_ids.next_obstacle_id, obstacle_base);
   for (const Obstacle& obstacle : state_.obstacles) {
-    hash.Add(&obstacle.id, sizeof(obstacle.id));
+    add_id(obstacle.id, obstacle_base);
     hash.Add(&obstacle.box, sizeof(obstacle.box));
   }
   for (const Contact& contact : state_.contacts) {
-    hash.Add(&contact.pair.vehicle, sizeof(contact.pair.vehicle));
+    add_id(contact.pair.vehicle, vehicle_base);
     hash.Add(&contact.pair.other_kind, sizeof(contact.pair.other_kind));
-    hash.Add(&contact.pair.other_id, sizeof(contact.pair.other_id));
+    switch (contact.pair.other_kind) {
+      case ObjectKind::kVehicle:
+        add_id(contact.pair.other_id, vehicle_base);
+        break;
+      case ObjectKind::kObstacle:
+        add_id(contact.pair.other_id, obstacle_base);
+        break;
+      case ObjectKind::kWall:
+        add_id(contact.pair.other_id, 0);
+        break;
+    }
     hash.Add(&contact.normal_x, sizeof(double));
     hash.Add(&contact.normal_y, sizeof(double));
     hash.Add(&contact.depth_m, sizeof(double));

@@ -62,6 +62,8 @@ struct WorldParams {
   CollisionPolicy collision_policy = CollisionPolicy::kReport;
   std::optional<WorldBounds> bounds = {};
   std::vector<RouteParams> routes;  // The spec's routes with their geometry precomputed.
+  // The first ids of this world: 1, or the next ids of a world it replaces.
+  IdCounters first_ids;
 };
 
 // A vehicle driven by a built-in driver: what the driver knows of it, and where it is on its
@@ -161,12 +163,14 @@ class World {
   std::vector<VehicleDescription> DescribeVehicles() const;
 
   // A 64-bit FNV-1a hash of the tick and of the bits of every state variable and held input,
-  // for determinism checks: equal states hash equal on any machine with IEEE doubles.
+  // for determinism checks: equal states hash equal on any machine with IEEE doubles. Ids are
+  // hashed as counted from params().first_ids, so a world rebuilt in place of another (a
+  // session's reset) hashes as the same run in a new world would.
   std::uint64_t StateHash() const;
 
  private:
-  World(WorldParams params, IdCounters first_ids) : params_(std::move(params)) {
-    state_.next_ids = first_ids;
+  explicit World(WorldParams params) : params_(std::move(params)) {
+    state_.next_ids = params_.first_ids;
   }
 
   // The drivers' stage of Step: every driven vehicle's controls for the coming tick.

@@ -87,6 +87,20 @@ TEST(World, IdsContinueFromTheCountersOfTheWorldReplaced) {
             absl::StatusCode::kNotFound);
 }
 
+// A reset's world reproduces a run: its hash counts ids from its first ones.
+TEST(World, StateHashCountsIdsFromTheFirstOnes) {
+  const auto run = [](IdCounters first_ids) {
+    World world = *World::Create({.tick_rate_hz = 50, .seed = 7, .max_vehicles = 100}, first_ids);
+    // Overlapping cars and an obstacle: contacts of both kinds, which name ids too.
+    EXPECT_TRUE(world.AddObstacles({{.center_x_m = 3}}).ok());
+    EXPECT_TRUE(world.Spawn({At(0, 1.0), At(1, 2.0), At(30)}).ok());
+    for (int i = 0; i < 5; ++i) world.Step();
+    EXPECT_EQ(world.contacts().size(), 3u);
+    return world.StateHash();
+  };
+  EXPECT_EQ(run({.next_vehicle_id = 8, .next_obstacle_id = 3}), run({}));
+}
+
 // Rows renumber when a vehicle is removed; lookups by id follow them.
 TEST(World, LookupsByIdFollowRowsAfterRemovals) {
   World world = MakeWorld();
