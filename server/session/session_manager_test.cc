@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "server/session/clock.h"
 #include "server/session/scheduler.h"
+#include "server/util/status_matchers.h"
 
 namespace pitlane::session {
 namespace {
@@ -49,8 +50,8 @@ TEST(SessionManager, RejectsBadConfigsNamingTheField) {
   };
   for (const Case& c : cases) {
     const auto session = sessions.Create(c.request);
-    EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument) << c.field;
-    EXPECT_THAT(std::string(session.status().message()), HasSubstr(c.field));
+    EXPECT_THAT(session, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.field)))
+        << c.field;
   }
   EXPECT_EQ(sessions.size(), 0u);
 }
@@ -60,7 +61,7 @@ TEST(SessionManager, EnforcesTheSessionLimit) {
   ASSERT_TRUE(sessions.Create({}).ok());
   const auto second = sessions.Create({});
   ASSERT_TRUE(second.ok());
-  EXPECT_EQ(sessions.Create({}).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(sessions.Create({}), StatusIs(absl::StatusCode::kResourceExhausted));
   ASSERT_TRUE(sessions.Delete((*second)->id()).ok());
   EXPECT_TRUE(sessions.Create({}).ok());
 }
@@ -69,14 +70,14 @@ TEST(SessionManager, FindAndDelete) {
   SessionManager sessions({});
   const auto session = *sessions.Create({});
   EXPECT_EQ(*sessions.Find(session->id()), session);
-  EXPECT_EQ(sessions.Find("").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(sessions.Find("s-999").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(sessions.Find(""), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(sessions.Find("s-999"), StatusIs(absl::StatusCode::kNotFound));
   ASSERT_TRUE(session->Step(3, std::nullopt).ok());
   EXPECT_EQ(sessions.Delete(session->id())->tick, 3u);
-  EXPECT_EQ(sessions.Find(session->id()).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(sessions.Delete(session->id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(sessions.Find(session->id()), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(sessions.Delete(session->id()), StatusIs(absl::StatusCode::kNotFound));
   // A handler still holding the session sees it closed.
-  EXPECT_EQ(session->Step(1, std::nullopt).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(session->Step(1, std::nullopt), StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST(SessionManager, SessionsAreIndependent) {
@@ -134,7 +135,7 @@ TEST(SessionManager, ReapsIdleSessionsOnly) {
     scheduler.RunDue();
   }
   // t = 12 s: `idle` went 12 s without anything; `called` 6 s; `watched` has a stream.
-  EXPECT_EQ(sessions.Find(idle).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(sessions.Find(idle), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_TRUE(sessions.Find(called).ok());
   EXPECT_TRUE(sessions.Find(watched->id()).ok());
   EXPECT_TRUE(sessions.Find(kept->id()).ok());
@@ -160,10 +161,9 @@ TEST(SessionManager, ShutdownClosesStreamsWithTheReasonAndRefusesNewSessions) {
   ASSERT_TRUE(session->Subscribe(1, sink).ok());
   sessions.Shutdown(absl::UnavailableError("the server is shutting down"));
   ASSERT_TRUE(sink->closed_with.has_value());
-  EXPECT_EQ(sink->closed_with->code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(sessions.Create({}).status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(session->SpawnVehicles({sim::VehicleSpec{}}).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_THAT(*sink->closed_with, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(sessions.Create({}), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(session->SpawnVehicles({sim::VehicleSpec{}}), StatusIs(absl::StatusCode::kNotFound));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/util/status_matchers.h"
 
 namespace pitlane::session {
 namespace {
@@ -64,8 +65,7 @@ TEST(Session, StepValidatesTicks) {
   auto session = MakeSession(/*max_ticks_per_step=*/100);
   for (const std::uint32_t ticks : {0u, 101u, 4000000000u}) {
     const auto frame = session->Step(ticks, std::nullopt);
-    EXPECT_EQ(frame.status().code(), absl::StatusCode::kInvalidArgument) << ticks;
-    EXPECT_THAT(std::string(frame.status().message()), HasSubstr("ticks")) << ticks;
+    EXPECT_THAT(frame, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ticks"))) << ticks;
   }
   EXPECT_EQ(session->Now().tick, 0u);
   EXPECT_EQ(session->Step(100, std::nullopt)->frame->time.tick, 100u);
@@ -75,8 +75,7 @@ TEST(Session, ExpectedTickGuardsAStep) {
   auto session = MakeSession();
   ASSERT_TRUE(session->Step(5, 0).ok());
   const auto stale = session->Step(5, 0);
-  EXPECT_EQ(stale.status().code(), absl::StatusCode::kAborted);
-  EXPECT_THAT(std::string(stale.status().message()), HasSubstr("expected_tick"));
+  EXPECT_THAT(stale, StatusIs(absl::StatusCode::kAborted, HasSubstr("expected_tick")));
   EXPECT_EQ(session->Now().tick, 5u);
   EXPECT_EQ(session->Step(1, 5)->frame->time.tick, 6u);
 }
@@ -118,7 +117,7 @@ TEST(Session, SubscribersGetTheCurrentFrameThenEveryNthTick) {
   ASSERT_TRUE(session->Step(3, std::nullopt).ok());
   EXPECT_EQ(every1->ticks().back(), 10u);
   EXPECT_EQ(every3->ticks().back(), 12u);
-  EXPECT_EQ(session->Subscribe(0, every1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(session->Subscribe(0, every1), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(Session, CloseEndsSubscriptionsAndLaterCalls) {
@@ -129,12 +128,11 @@ TEST(Session, CloseEndsSubscriptionsAndLaterCalls) {
   EXPECT_EQ(session->Close().tick, 4u);
   EXPECT_TRUE(sink->closed());
   EXPECT_EQ(session->subscriber_count(), 0u);
-  EXPECT_EQ(session->Step(1, std::nullopt).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(session->SpawnVehicles({sim::VehicleSpec{}}).status().code(),
-            absl::StatusCode::kNotFound);
-  EXPECT_EQ(session->SetControls({}).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(session->RemoveVehicle(1).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(session->Subscribe(1, sink).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(session->Step(1, std::nullopt), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(session->SpawnVehicles({sim::VehicleSpec{}}), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(session->SetControls({}), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(session->RemoveVehicle(1), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(session->Subscribe(1, sink), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_EQ(session->Close().tick, 4u);  // Idempotent.
 }
 
@@ -227,9 +225,9 @@ TEST(BuildWorld, ContinuesTheIdsOfTheWorldItReplaces) {
                                              testing::Field(&sim::VehicleSnapshot::id, 5)));
   EXPECT_EQ(after->obstacles().front().id, 2u);
   for (const sim::VehicleId stale : {1, 2, 3}) {
-    EXPECT_EQ(after->Remove(stale).code(), absl::StatusCode::kNotFound) << stale;
+    EXPECT_THAT(after->Remove(stale), StatusIs(absl::StatusCode::kNotFound)) << stale;
   }
-  EXPECT_EQ(after->RemoveObstacle(1).code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(after->RemoveObstacle(1), StatusIs(absl::StatusCode::kNotFound));
 }
 
 }  // namespace
