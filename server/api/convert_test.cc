@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/util/status_matchers.h"
 
 namespace pitlane::api {
 namespace {
@@ -45,8 +46,8 @@ TEST(VehicleSpecFromProto, RejectsAMissingModelAndUnknownEnums) {
   bad_integrator.mutable_kinematic_bicycle()->set_integrator(
       static_cast<v1::BicycleIntegrator>(42));
   const auto status = VehicleSpecFromProto(bad_integrator).status();
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(status.message()), HasSubstr("kinematic_bicycle.integrator"));
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("kinematic_bicycle.integrator")));
 
   v1::SessionConfig config;
   config.set_clock_mode(static_cast<v1::ClockMode>(99));

@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/util/status_matchers.h"
 
 namespace pitlane::api {
 namespace {
@@ -42,17 +43,16 @@ TEST(Scenarios, ParseErrorsPointAtTheLine) {
   for (const Case& c : cases) {
     const absl::StatusOr<v1::SessionConfig> config = ParseScenario("my.textproto", c.text);
     ASSERT_FALSE(config.ok()) << c.text;
-    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(std::string(config.status().message()), HasSubstr(c.expected)) << c.text;
+    EXPECT_THAT(config, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.expected)))
+        << c.text;
   }
 }
 
 TEST(Scenarios, UnknownOrUnsafeNamesAreRejected) {
-  EXPECT_EQ(LoadScenario("no-such-place", "").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(LoadScenario("no-such-place", "").status().message()),
-              HasSubstr("demo"));  // Lists what is shipped.
+  EXPECT_THAT(LoadScenario("no-such-place", ""),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("demo")));  // Lists what is shipped.
   for (const char* bad : {"../etc/passwd", "", "a b", "demo.textproto"}) {
-    EXPECT_EQ(LoadScenario(bad, "").status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(LoadScenario(bad, ""), StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
   }
 }
 
@@ -66,7 +66,7 @@ TEST(Scenarios, ADirectoryOverridesAndChainsAreRefused) {
     std::ofstream(dir + "/broken.textproto") << "name: \"b\"\nbounds { min_x_m: oops }\n";
   }
   EXPECT_EQ(LoadScenario("demo", dir)->name(), "my demo");
-  EXPECT_EQ(LoadScenario("chained", dir).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(LoadScenario("chained", dir), StatusIs(absl::StatusCode::kInvalidArgument));
   const absl::Status broken = LoadScenario("broken", dir).status();
   EXPECT_THAT(std::string(broken.message()), HasSubstr("broken.textproto:2:"));
   std::remove((dir + "/demo.textproto").c_str());

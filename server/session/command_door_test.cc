@@ -177,7 +177,7 @@ TEST(Steps, ChecksWhatItCanAtOnceAndTheExpectedTickWhenItStarts) {
 // delivery says exactly which.
 TEST(Subscribers, LosslessQueueReportsExactlyWhatItLost) {
   auto session = MakeSession(nullptr);
-  auto [reader, subscriber] = testing::RecordingTransport::Make(
+  auto [reader, subscriber] = testutil::RecordingTransport::Make(
       session->clock(), {.kind = SubscriberOptions::Kind::kLossless, .queue_capacity = 2});
   reader->Hold();
   ASSERT_TRUE(session->Subscribe(subscriber).ok());
@@ -246,7 +246,7 @@ TEST(CommandDoor, ReplayingTheRecordedCommandsGivesTheSameHashAtEveryTick) {
   }
   ASSERT_TRUE(original->SetClock({.mode = ClockMode::kLockstep}).ok());
   // A controller drives the third car, then leaves it braking.
-  auto [reader, controller] = testing::RecordingTransport::Make(original->clock());
+  auto [reader, controller] = testutil::RecordingTransport::Make(original->clock());
   ASSERT_TRUE(original->AttachController((*ids)[2], DisconnectAction::kBrakeToStop, controller).ok());
   for (int i = 0; i < 10; ++i) {
     ASSERT_TRUE(original->ApplyControl(controller.get(), original->Now().tick,

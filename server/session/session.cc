@@ -12,8 +12,8 @@
 
 namespace pitlane::session {
 
-absl::StatusOr<sim::World> BuildWorld(const SessionConfig& config) {
-  ASSIGN_OR_RETURN(sim::World world, sim::World::Create(config.world));
+absl::StatusOr<sim::World> BuildWorld(const SessionConfig& config, sim::IdCounters first_ids) {
+  ASSIGN_OR_RETURN(sim::World world, sim::World::Create(config.world, first_ids));
   if (!config.obstacles.empty()) {
     const absl::Status added = world.AddObstacles(config.obstacles).status();
     // A limit error already names "obstacles"; a spec error names "[i].<field>".
@@ -126,7 +126,7 @@ absl::Status Session::ApplyLocked(const Command& command, std::vector<std::uint6
           ASSIGN_OR_RETURN(clock_settings_, MergeClockLocked(c.update));
         } else if constexpr (std::is_same_v<T, ResetCommand>) {
           // Built under the lock: the new world continues the old one's ids.
-          ASSIGN_OR_RETURN(sim::World world, BuildWorld(config_));
+          ASSIGN_OR_RETURN(sim::World world, BuildWorld(config_, world_.next_ids()));
           world_ = std::move(world);
           braking_.clear();
         } else if constexpr (std::is_same_v<T, StepCommand>) {

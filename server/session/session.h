@@ -95,8 +95,11 @@ struct SessionConfig {
 };
 
 // The world of `config` at tick 0: created, its obstacles placed, its vehicles spawned.
-// InvalidArgument naming the field ("obstacles[2].length_m", "vehicles[0].driver.route").
-absl::StatusOr<sim::World> BuildWorld(const SessionConfig& config);
+// Its ids start at `first_ids`: a reset passes the replaced world's next_ids(), so that ids
+// are never reused in a session's life. InvalidArgument naming the field
+// ("obstacles[2].length_m", "vehicles[0].driver.route").
+absl::StatusOr<sim::World> BuildWorld(const SessionConfig& config,
+                                      sim::IdCounters first_ids = {});
 
 // Checks `settings` (real_time_factor in range). InvalidArgument naming the field.
 absl::Status CheckClockSettings(const ClockSettings& settings);

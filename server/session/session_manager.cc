@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/base/macros.h"
 #include "absl/strings/str_cat.h"
+#include "server/session/random_id.h"
 #include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -102,6 +104,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
         "clock_mode: this server runs no scheduler; only LOCKSTEP is available");
   }
   ASSIGN_OR_RETURN(sim::World world, BuildWorld(config));
+  ASSIGN_OR_RETURN(std::string id, NewSessionId());
 
   const double tick_rate_hz = config.world.tick_rate_hz;
   std::shared_ptr<Session> session;
@@ -114,10 +117,11 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
           absl::StrCat("sessions: the server holds its maximum of ", limits_.max_sessions,
                        " sessions (--max_sessions); delete one first"));
     }
-    std::string id = absl::StrCat("s-", next_id_++);
     session = std::make_shared<Session>(id, std::move(config), std::move(world),
                                         limits_.max_ticks_per_step, scheduler_);
-    sessions_.emplace(std::move(id), session);
+    // 128 random bits: two equal ids would take about 2^64 sessions.
+    [[maybe_unused]] const bool inserted = sessions_.emplace(std::move(id), session).second;
+    ABSL_ASSERT(inserted);
     order_.push_back(session);
     open_sessions = sessions_.size();
   }

@@ -55,9 +55,10 @@ class SessionManager {
 
   const ServerLimits& limits() const { return limits_; }
 
+  // The new session's id is unguessable (NewSessionId): "s-" and 26 base32 characters.
   // Errors: InvalidArgument naming the field ("tick_rate_hz", "max_vehicles", "name",
   // "bounds.max_x_m", "obstacles[2].length_m");
-  // ResourceExhausted when max_sessions sessions exist.
+  // ResourceExhausted when max_sessions sessions exist; Internal if the OS gives no randomness.
   absl::StatusOr<std::shared_ptr<Session>> Create(const SessionRequest& request);
   // NotFound ("session_id") for an unknown id; InvalidArgument for an empty one. Counts as
   // activity of the session (see ReapIdle).
@@ -85,7 +86,6 @@ class SessionManager {
   std::shared_ptr<Reaper> reaper_;  // When idle sessions are reaped.
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
-  std::uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   // Creation order, for listings. Same sessions as sessions_.
   std::vector<std::shared_ptr<Session>> order_ ABSL_GUARDED_BY(mu_);

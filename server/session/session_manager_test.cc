@@ -5,9 +5,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/session/testing/recording_transport.h"
 #include "server/session/clock.h"
 #include "server/session/scheduler.h"
+#include "server/session/testing/recording_transport.h"
+#include "server/util/status_matchers.h"
 
 namespace pitlane::session {
 namespace {
@@ -22,6 +23,7 @@ TEST(SessionManager, CreatesSessionsWithUniqueIdsAndDefaults) {
   ASSERT_TRUE(a.ok());
   ASSERT_TRUE(b.ok());
   EXPECT_NE((*a)->id(), (*b)->id());
+  EXPECT_THAT((*a)->id(), ::testing::MatchesRegex("s-[a-z2-7]{26}"));  // NewSessionId's.
   const SessionDescription da = (*a)->Describe(false);
   EXPECT_EQ(da.config.world.tick_rate_hz, 50.0);
   EXPECT_EQ(da.config.world.max_vehicles, 20u);
@@ -49,8 +51,8 @@ TEST(SessionManager, RejectsBadConfigsNamingTheField) {
   };
   for (const Case& c : cases) {
     const auto session = sessions.Create(c.request);
-    EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument) << c.field;
-    EXPECT_THAT(std::string(session.status().message()), HasSubstr(c.field));
+    EXPECT_THAT(session, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.field)))
+        << c.field;
   }
   EXPECT_EQ(sessions.size(), 0u);
 }
@@ -60,7 +62,7 @@ TEST(SessionManager, EnforcesTheSessionLimit) {
   ASSERT_TRUE(sessions.Create({}).ok());
   const auto second = sessions.Create({});
   ASSERT_TRUE(second.ok());
-  EXPECT_EQ(sessions.Create({}).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(sessions.Create({}), StatusIs(absl::StatusCode::kResourceExhausted));
   ASSERT_TRUE(sessions.Delete((*second)->id()).ok());
   EXPECT_TRUE(sessions.Create({}).ok());
 }
@@ -69,14 +71,14 @@ TEST(SessionManager, FindAndDelete) {
   SessionManager sessions({});
   const auto session = *sessions.Create({});
   EXPECT_EQ(*sessions.Find(session->id()), session);
-  EXPECT_EQ(sessions.Find("").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(sessions.Find("s-999").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(sessions.Find(""), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(sessions.Find("s-999"), StatusIs(absl::StatusCode::kNotFound));
   ASSERT_TRUE(session->Step(3, std::nullopt).ok());
   EXPECT_EQ(sessions.Delete(session->id())->tick, 3u);
-  EXPECT_EQ(sessions.Find(session->id()).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(sessions.Delete(session->id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(sessions.Find(session->id()), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(sessions.Delete(session->id()), StatusIs(absl::StatusCode::kNotFound));
   // A handler still holding the session sees it closed.
-  EXPECT_EQ(session->Step(1, std::nullopt).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(session->Step(1, std::nullopt), StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST(SessionManager, SessionsAreIndependent) {
@@ -116,7 +118,7 @@ TEST(SessionManager, ReapsIdleSessionsOnly) {
   const auto watched = *sessions.Create({});
   const auto kept = *sessions.Create({});
   kept->Keep();
-  const auto [sink, subscriber] = testing::RecordingTransport::Make(watched->clock());
+  const auto [sink, subscriber] = testutil::RecordingTransport::Make(watched->clock());
   ASSERT_TRUE(watched->Subscribe(subscriber).ok());
   for (int s = 0; s < 6; ++s) {
     clock.Advance(kSecond);
@@ -128,7 +130,7 @@ TEST(SessionManager, ReapsIdleSessionsOnly) {
     scheduler.RunDue();
   }
   // t = 12 s: `idle` went 12 s without anything; `called` 6 s; `watched` has a stream.
-  EXPECT_EQ(sessions.Find(idle).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(sessions.Find(idle), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_TRUE(sessions.Find(called).ok());
   EXPECT_TRUE(sessions.Find(watched->id()).ok());
   EXPECT_TRUE(sessions.Find(kept->id()).ok());
@@ -150,14 +152,13 @@ TEST(SessionManager, NoTimeoutMeansNoReaping) {
 TEST(SessionManager, ShutdownClosesStreamsWithTheReasonAndRefusesNewSessions) {
   SessionManager sessions({.max_sessions = 8});
   const auto session = *sessions.Create({});
-  const auto [sink, subscriber] = testing::RecordingTransport::Make(session->clock());
+  const auto [sink, subscriber] = testutil::RecordingTransport::Make(session->clock());
   ASSERT_TRUE(session->Subscribe(subscriber).ok());
   sessions.Shutdown(absl::UnavailableError("the server is shutting down"));
   ASSERT_TRUE(sink->closed().has_value());
-  EXPECT_EQ(sink->closed()->code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(sessions.Create({}).status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(session->SpawnVehicles({sim::VehicleSpec{}}).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_THAT(*sink->closed(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(sessions.Create({}), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(session->SpawnVehicles({sim::VehicleSpec{}}), StatusIs(absl::StatusCode::kNotFound));
 }
 
 }  // namespace

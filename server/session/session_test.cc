@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/session/testing/recording_transport.h"
+#include "server/util/status_matchers.h"
 
 namespace pitlane::session {
 namespace {
@@ -23,7 +24,7 @@ std::unique_ptr<Session> MakeSession(std::uint32_t max_ticks_per_step = 1000) {
   return std::make_unique<Session>("s-test", config, *std::move(world), max_ticks_per_step);
 }
 
-using testing::RecordingTransport;
+using testutil::RecordingTransport;
 
 // Subscribes a transport that records every frame the decimation takes.
 std::pair<std::shared_ptr<RecordingTransport>, std::shared_ptr<Subscriber>> Record(
@@ -40,8 +41,7 @@ TEST(Session, StepValidatesTicks) {
   auto session = MakeSession(/*max_ticks_per_step=*/100);
   for (const std::uint32_t ticks : {0u, 101u, 4000000000u}) {
     const auto frame = session->Step(ticks, std::nullopt);
-    EXPECT_EQ(frame.status().code(), absl::StatusCode::kInvalidArgument) << ticks;
-    EXPECT_THAT(std::string(frame.status().message()), HasSubstr("ticks")) << ticks;
+    EXPECT_THAT(frame, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ticks"))) << ticks;
   }
   EXPECT_EQ(session->Now().tick, 0u);
   EXPECT_EQ(session->Step(100, std::nullopt)->frame->time.tick, 100u);
@@ -51,8 +51,7 @@ TEST(Session, ExpectedTickGuardsAStep) {
   auto session = MakeSession();
   ASSERT_TRUE(session->Step(5, 0).ok());
   const auto stale = session->Step(5, 0);
-  EXPECT_EQ(stale.status().code(), absl::StatusCode::kAborted);
-  EXPECT_THAT(std::string(stale.status().message()), HasSubstr("expected_tick"));
+  EXPECT_THAT(stale, StatusIs(absl::StatusCode::kAborted, HasSubstr("expected_tick")));
   EXPECT_EQ(session->Now().tick, 5u);
   EXPECT_EQ(session->Step(1, 5)->frame->time.tick, 6u);
 }
@@ -92,7 +91,7 @@ TEST(Session, SubscribersGetTheCurrentFrameThenEveryNthTick) {
   EXPECT_EQ(every1->ticks().back(), 10u);
   EXPECT_EQ(every3->ticks().back(), 12u);
   auto bad = RecordingTransport::Make(session->clock(), {.every_n_ticks = 0});
-  EXPECT_EQ(session->Subscribe(bad.second).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(session->Subscribe(bad.second), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(Session, CloseEndsSubscriptionsAndLaterCalls) {
@@ -102,12 +101,11 @@ TEST(Session, CloseEndsSubscriptionsAndLaterCalls) {
   EXPECT_EQ(session->Close().tick, 4u);
   EXPECT_TRUE(sink->closed().has_value());
   EXPECT_EQ(session->subscriber_count(), 0u);
-  EXPECT_EQ(session->Step(1, std::nullopt).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(session->SpawnVehicles({sim::VehicleSpec{}}).status().code(),
-            absl::StatusCode::kNotFound);
-  EXPECT_EQ(session->SetControls({}).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(session->RemoveVehicle(1).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(session->Subscribe(subscriber).code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(session->Step(1, std::nullopt), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(session->SpawnVehicles({sim::VehicleSpec{}}), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(session->SetControls({}), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(session->RemoveVehicle(1), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(session->Subscribe(subscriber), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_EQ(session->Close().tick, 4u);  // Idempotent.
 }
 
@@ -180,6 +178,27 @@ TEST(Session, EventsBeyondTheCapAreCounted) {
   EXPECT_EQ(into.events.size(), kMaxEventsPerFrame);
   EXPECT_EQ(into.dropped, 7u);
   EXPECT_EQ(into.dropped_ongoing, 3u);
+}
+
+// A reset rebuilds the world from the config and continues the old world's id counters, so a
+// stale id from before the reset is NotFound instead of naming a car of the new world.
+TEST(BuildWorld, ContinuesTheIdsOfTheWorldItReplaces) {
+  const SessionConfig config{.world = {.tick_rate_hz = 50, .max_vehicles = 10},
+                             .obstacles = {{.center_x_m = 50}},
+                             .vehicles = {{}, {.initial_pose = {.x_m = 10}}}};
+  absl::StatusOr<sim::World> before = BuildWorld(config);
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_THAT(*before->Spawn({{.initial_pose = {.x_m = 20}}}), ElementsAre(3));
+
+  absl::StatusOr<sim::World> after = BuildWorld(config, before->next_ids());
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_THAT(after->Snapshot(), ElementsAre(testing::Field(&sim::VehicleSnapshot::id, 4),
+                                             testing::Field(&sim::VehicleSnapshot::id, 5)));
+  EXPECT_EQ(after->obstacles().front().id, 2u);
+  for (const sim::VehicleId stale : {1, 2, 3}) {
+    EXPECT_THAT(after->Remove(stale), StatusIs(absl::StatusCode::kNotFound)) << stale;
+  }
+  EXPECT_THAT(after->RemoveObstacle(1), StatusIs(absl::StatusCode::kNotFound));
 }
 
 }  // namespace

@@ -36,6 +36,8 @@ MAX_VEHICLES_PER_SESSION = 50
 MAX_TICKS_PER_STEP = 1000
 
 _LISTENING = re.compile(r"listening on 127\.0\.0\.1:(\d+)")
+# The banner line of the session --scenario starts; session ids are random (s- and base32).
+_STARTUP_SESSION = re.compile(r'Scenario "[^"]*" is running as session (s-[a-z2-7]+)')
 _STARTUP_TIMEOUT_S = 20.0
 _SHUTDOWN_TIMEOUT_S = 10.0
 
@@ -114,6 +116,19 @@ class ServerProcess:
                    else f"did not print within {_STARTUP_TIMEOUT_S} s")
             pytest.fail(f"{SERVER} {why} 'listening on 127.0.0.1:<port>'; output:\n"
                         + "\n".join(self.output))
+
+    def startup_session_id(self):
+        """The id of the session started with --scenario, read from the banner that names it
+        (printed just after the address, so it may still be on its way through the pipe)."""
+        deadline = time.monotonic() + _STARTUP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            for line in list(self.output):
+                match = _STARTUP_SESSION.search(line)
+                if match:
+                    return match.group(1)
+            time.sleep(0.05)
+        pytest.fail("no 'Scenario ... is running as session <id>' line; output:\n"
+                    + "\n".join(self.output))
 
     def stop(self):
         """Sends SIGTERM, waits (kills after 10 s) and returns the exit code."""

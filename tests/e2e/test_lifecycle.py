@@ -27,7 +27,8 @@ def test_idle_sessions_are_reaped_but_not_those_in_use():
         assert_rpc_error(lambda: client.get_session(idle), grpc.StatusCode.NOT_FOUND,
                          "session_id")
         assert client.get_session(busy).session_id == busy
-        assert client.get_session("s-1").config.name == "demo"  # The startup session is kept.
+        demo = server.startup_session_id()
+        assert client.get_session(demo).config.name == "demo"  # The startup session is kept.
         assert next(stream).state.time.tick > 0  # Still running, still streaming.
         stream.cancel()
         assert any(f"session {idle} reaped" in line for line in server.output)

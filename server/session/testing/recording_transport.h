@@ -11,7 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/session/subscriber.h"
 
-namespace pitlane::session::testing {
+namespace pitlane::session::testutil {
 
 class RecordingTransport final : public SubscriberTransport {
  public:
@@ -90,6 +90,6 @@ class RecordingTransport final : public SubscriberTransport {
   bool hold_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace pitlane::session::testing
+}  // namespace pitlane::session::testutil
 
 #endif  // PITLANE_SERVER_SESSION_TESTING_RECORDING_TRANSPORT_H_

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "server/sim/math/trig.h"
 #include "server/sim/world/world.h"
+#include "server/util/status_matchers.h"
 
 namespace pitlane::sim {
 namespace {
@@ -334,7 +335,7 @@ TEST(CollisionStageTest, RemovalEndsContacts) {
   EXPECT_EQ(events[1].contact.pair, (ContactPair{a, ObjectKind::kObstacle, rock}));
   ASSERT_TRUE(world.Remove(b).ok());
   ASSERT_TRUE(world.RemoveObstacle(rock).ok());
-  EXPECT_EQ(world.RemoveObstacle(rock).code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(world.RemoveObstacle(rock), StatusIs(absl::StatusCode::kNotFound));
   events.clear();
   world.Step(&events);
   ASSERT_EQ(events.size(), 2u);
@@ -347,8 +348,8 @@ TEST(CollisionStageTest, RejectsBadObstaclesAndBounds) {
   World world = MakeWorld(CollisionPolicy::kReport);
   const auto bad = world.AddObstacles({{.length_m = 1.0, .width_m = 1.0},
                                        {.center_x_m = NAN, .length_m = 1.0, .width_m = 1.0}});
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(bad.status().message()), testing::StartsWith("[1].center_x_m"));
+  EXPECT_THAT(bad,
+              StatusIs(absl::StatusCode::kInvalidArgument, testing::StartsWith("[1].center_x_m")));
   EXPECT_THAT(world.obstacles(), IsEmpty());
   EXPECT_THAT(std::string(world.AddObstacles({{.length_m = 0.0}}).status().message()),
               testing::StartsWith("[0].length_m"));
@@ -356,8 +357,8 @@ TEST(CollisionStageTest, RejectsBadObstaclesAndBounds) {
   const std::vector<ObstacleSpec> many(kMaxObstacles, ObstacleSpec{.length_m = 1.0, .width_m = 1.0});
   ASSERT_TRUE(world.AddObstacles(many).ok());
   const auto one_more = world.AddObstacles({{.length_m = 1.0, .width_m = 1.0}});
-  EXPECT_EQ(one_more.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(std::string(one_more.status().message()), testing::StartsWith("obstacles: "));
+  EXPECT_THAT(one_more,
+              StatusIs(absl::StatusCode::kResourceExhausted, testing::StartsWith("obstacles: ")));
   EXPECT_EQ(world.obstacles().size(), kMaxObstacles);
   const auto inverted = World::Create(
       {.max_vehicles = 1, .bounds = WorldBounds{.min_x_m = 0, .min_y_m = 0, .max_x_m = 0,

@@ -30,6 +30,13 @@ struct Contact {
   std::uint64_t began_tick = 0;  // First tick of this contact.
 };
 
+// Whether `vehicle` is one side of `contact`: its first side, or its other side when that is
+// a vehicle (an obstacle or a wall may share the number of a vehicle id).
+inline bool Involves(const Contact& contact, VehicleId vehicle) {
+  return contact.pair.vehicle == vehicle ||
+         (contact.pair.other_kind == ObjectKind::kVehicle && contact.pair.other_id == vehicle);
+}
+
 enum class ContactPhase : std::uint8_t {
   kBegan = 1,    // In contact at this tick, not at the one before.
   kOngoing = 2,  // In contact at this tick and the one before.

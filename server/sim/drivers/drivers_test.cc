@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/sim/world/world.h"
+#include "server/util/status_matchers.h"
 
 namespace pitlane::sim {
 namespace {
@@ -221,8 +222,7 @@ TEST(DriverRoute, ValidationNamesTheField) {
   };
   for (const auto& [bad, field] : cases) {
     const absl::StatusOr<RouteParams> params = MakeRouteParams(bad);
-    EXPECT_EQ(params.status().code(), absl::StatusCode::kInvalidArgument) << field;
-    EXPECT_THAT(std::string(params.status().message()), HasSubstr(field));
+    EXPECT_THAT(params, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(field))) << field;
   }
 }
 
@@ -707,8 +707,8 @@ TEST(DriverGap, StopsBehindACrashedCar) {
 TEST(DriverWorld, ErrorsNameTheirFields) {
   const auto bad_world = World::Create(
       {.routes = {Route{.points = {{0, 0}, {1, 0}}}, Route{.points = {{0, 0}, {kInf, 0}}}}});
-  EXPECT_EQ(bad_world.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(bad_world.status().message()), HasSubstr("routes[1].points[1].x_m"));
+  EXPECT_THAT(bad_world,
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("routes[1].points[1].x_m")));
 
   World world =
       MakeWorld({Route{.points = {{0, 0}, {100, 0}}}, Route{.points = {{0, 5}, {100, 5}}}});
@@ -747,8 +747,8 @@ TEST(DriverWorld, ErrorsNameTheirFields) {
     VehicleSpec spec = SpecOfKind(c.kind);
     spec.driver = c.driver;
     const auto spawned = world.Spawn({spec});
-    EXPECT_EQ(spawned.status().code(), absl::StatusCode::kInvalidArgument) << c.message;
-    EXPECT_THAT(std::string(spawned.status().message()), HasSubstr(c.message));
+    EXPECT_THAT(spawned, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)))
+        << c.message;
   }
   EXPECT_EQ(world.vehicle_count(), 0u);
 }
@@ -762,9 +762,8 @@ TEST(DriverWorld, ClientsCannotSetTheControlsOfADrivenVehicle) {
   ASSERT_TRUE(world.Spawn({free, driven}).ok());
   const absl::Status status =
       world.SetInputs({{.id = 1, .acceleration_mps2 = 1.0}, {.id = 2, .acceleration_mps2 = 1.0}});
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(status.message()),
-              HasSubstr("[1].vehicle_id: vehicle 2 has a built-in driver"));
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kFailedPrecondition,
+                               HasSubstr("[1].vehicle_id: vehicle 2 has a built-in driver")));
   world.Step();
   EXPECT_EQ(world.Snapshot()[0].speed_mps, 0.0);  // All or none: vehicle 1 got nothing.
   EXPECT_GT(world.Snapshot()[1].speed_mps, 0.0);  // Its driver drives.

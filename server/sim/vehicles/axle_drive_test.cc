@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/util/status_matchers.h"
 
 namespace pitlane::sim {
 namespace {
@@ -143,9 +144,9 @@ TEST_P(AxleDriveValidation, NamesTheFieldUnderTheWireName) {
   for (const char* wire_name : {"front_wheel_drive", "all_wheel_drive"}) {
     AxleDriveSpec spec = GetParam().spec;
     const absl::Status status = ResolveAxleDriveSpec(wire_name, kLength_m, 1.8, spec);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(std::string(status.message()),
-                StartsWith(std::string(wire_name) + "." + GetParam().field + ": "));
+    EXPECT_THAT(status,
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         StartsWith(std::string(wire_name) + "." + GetParam().field + ": ")));
   }
 }
 

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/util/status_matchers.h"
 
 namespace pitlane::sim {
 namespace {
@@ -134,8 +135,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST_P(ForceBasedValidation, NamesTheField) {
   ForceBasedSpec spec = GetParam().spec;
   const absl::Status status = ResolveForceBasedSpec(kLength_m, 1.8, spec);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(status.message()), StartsWith("force_based." + GetParam().field + ": "));
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                               StartsWith("force_based." + GetParam().field + ": ")));
 }
 
 // ---------------------------------------------------------------------------------------------

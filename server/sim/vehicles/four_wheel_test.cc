@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/util/status_matchers.h"
 
 namespace pitlane::sim {
 namespace {
@@ -109,8 +110,8 @@ TEST_P(FourWheelValidation, NamesTheOffendingField) {
   FourWheelSpec spec;
   GetParam().edit(spec);
   const absl::Status status = ResolveFourWheelSpec(kLength_m, kWidth_m, spec);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(status.message()), StartsWith("four_wheel." + GetParam().field + ": "));
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                               StartsWith("four_wheel." + GetParam().field + ": ")));
 }
 
 const double kNan = std::nan("");

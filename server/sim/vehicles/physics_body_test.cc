@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/util/status_matchers.h"
 
 namespace pitlane::sim {
 namespace {
@@ -240,8 +241,9 @@ TEST(PhysicsBodyTest, RejectsBadDragFactors) {
   for (const double bad : {0.0, -0.5, 1.0000001, std::nan(""), HUGE_VAL}) {
     PhysicsBodySpec spec{.drag_factor_per_frame = bad};
     const absl::Status status = ResolvePhysicsBodySpec(4.5, 1.8, spec);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
-    EXPECT_THAT(status.message(), HasSubstr("physics_body.drag_factor_per_frame")) << bad;
+    EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                                 HasSubstr("physics_body.drag_factor_per_frame")))
+        << bad;
   }
   PhysicsBodySpec spec;
   ASSERT_TRUE(ResolvePhysicsBodySpec(4.5, 1.8, spec).ok());

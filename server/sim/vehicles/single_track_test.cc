@@ -15,6 +15,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/util/status_matchers.h"
 
 namespace pitlane::sim {
 namespace {
@@ -222,8 +223,8 @@ TEST_P(ResolveSingleTrackSpecRejects, NamesTheField) {
   SingleTrackSpec spec;
   GetParam().corrupt(spec);
   const absl::Status status = ResolveSingleTrackSpec(kBmwLength_m, kBmwWidth_m, spec);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(status.message()), StartsWith("single_track." + GetParam().field + ": "));
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                               StartsWith("single_track." + GetParam().field + ": ")));
 }
 
 INSTANTIATE_TEST_SUITE_P(

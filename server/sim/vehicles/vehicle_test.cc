@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/util/status_matchers.h"
 
 namespace pitlane::sim {
 namespace {
@@ -38,8 +39,8 @@ TEST_P(ResolveVehicleSpecRejects, NamesTheField) {
   VehicleSpec spec;
   GetParam().corrupt(spec);
   const absl::Status status = ResolveVehicleSpec(spec);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(status.message()), HasSubstr(GetParam().field + ":"));
+  EXPECT_THAT(status,
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(GetParam().field + ":")));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -145,8 +146,8 @@ TEST(ResolveVehicleSpec, RejectsALimitTheModelDoesNotUse) {
     spec.model = PhysicsBodySpec{};
     set(spec.limits);
     const absl::Status status = ResolveVehicleSpec(spec);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(std::string(status.message()), HasSubstr("not used by physics_body"));
+    EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                                 HasSubstr("not used by physics_body")));
   }
 }
 
@@ -171,8 +172,8 @@ TEST_P(CheckControlsTest, AcceptsTheModelsFieldsAndNamesAnyOther) {
   if (GetParam().field.empty()) {
     EXPECT_TRUE(status.ok()) << status;
   } else {
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(std::string(status.message()), HasSubstr(GetParam().field + ":"));
+    EXPECT_THAT(status,
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(GetParam().field + ":")));
   }
 }
 

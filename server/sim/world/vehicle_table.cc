@@ -1,7 +1,5 @@
 #include "server/sim/world/vehicle_table.h"
 
-#include <algorithm>
-
 #include "absl/base/macros.h"
 #include "server/sim/math/trig.h"
 
@@ -9,6 +7,7 @@ namespace pitlane::sim {
 
 void VehicleTable::Append(VehicleId id, const VehicleSpec& resolved_spec) {
   ABSL_ASSERT(ids.empty() || id > ids.back());
+  rows_by_id.emplace(id, static_cast<std::uint32_t>(ids.size()));
   ids.push_back(id);
   specs.push_back(resolved_spec);
   bodies.push_back(BodyOf(resolved_spec));
@@ -26,6 +25,8 @@ void VehicleTable::Append(VehicleId id, const VehicleSpec& resolved_spec) {
 
 void VehicleTable::Erase(std::size_t index) {
   ABSL_ASSERT(index < size());
+  rows_by_id.erase(ids[index]);
+  for (std::size_t row = index + 1; row < size(); ++row) --rows_by_id[ids[row]];
   const auto erase = [index](auto& column) { column.erase(column.begin() + index); };
   erase(ids);
   erase(specs);
@@ -42,9 +43,9 @@ void VehicleTable::Erase(std::size_t index) {
 }
 
 std::ptrdiff_t VehicleTable::Find(VehicleId id) const {
-  const auto it = std::lower_bound(ids.begin(), ids.end(), id);
-  if (it == ids.end() || *it != id) return -1;
-  return it - ids.begin();
+  const auto it = rows_by_id.find(id);
+  if (it == rows_by_id.end()) return -1;
+  return it->second;
 }
 
 void VehicleTable::SetPose(std::size_t index, const Pose2& pose) {

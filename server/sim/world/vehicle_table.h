@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "server/sim/math/geometry.h"
 #include "server/sim/vehicles/vehicle.h"
 
@@ -33,15 +34,20 @@ struct VehicleTable {
   std::vector<double> speed_mps;
   std::vector<double> cos_yaw;
   std::vector<double> sin_yaw;
+  // The row of each id in `ids`: clients name vehicles by id, and a step under the STOP
+  // policy looks up both sides of every contact, so lookups must not grow with the fleet.
+  // Append and Erase keep it in step with `ids`.
+  absl::flat_hash_map<VehicleId, std::uint32_t> rows_by_id;
 
   std::size_t size() const { return ids.size(); }
 
   // Appends a row for a resolved spec at its initial pose and speed; `id` must exceed every
   // id present. The caller sets slots.back() if the vehicle belongs to a fleet.
   void Append(VehicleId id, const VehicleSpec& resolved_spec);
-  // Removes the row at `index`, keeping the order of the rest.
+  // Removes the row at `index`, keeping the order of the rest (so renumbering the rows after
+  // it). O(n).
   void Erase(std::size_t index);
-  // The row of `id`, or -1 when absent. O(log n).
+  // The row of `id`, or -1 when absent. O(1).
   std::ptrdiff_t Find(VehicleId id) const;
   // Sets the pose columns of row `index`, computing cos and sin of the yaw.
   void SetPose(std::size_t index, const Pose2& pose);

@@ -48,7 +48,9 @@ DriverView DriverViewOf(const VehicleTable& table, std::size_t row) {
 
 }  // namespace
 
-absl::StatusOr<World> World::Create(const WorldSpec& spec) {
+absl::StatusOr<World> World::Create(const WorldSpec& spec, IdCounters first_ids) {
+  // The counters come from another world, never from a client: 0 would be a bug of ours.
+  ABSL_ASSERT(first_ids.next_vehicle_id >= 1 && first_ids.next_obstacle_id >= 1);
   RETURN_IF_ERROR(
       CheckInRange("tick_rate_hz", spec.tick_rate_hz, kMinTickRate_hz, kMaxTickRate_hz));
   if (spec.max_vehicles < 1) {
@@ -80,6 +82,7 @@ absl::StatusOr<World> World::Create(const WorldSpec& spec) {
       .collision_policy = spec.collision_policy,
       .bounds = spec.bounds,
       .routes = std::move(routes),
+      .first_ids = first_ids,
   });
 }
 
@@ -125,7 +128,7 @@ absl::StatusOr<std::vector<VehicleId>> World::Spawn(absl::Span<const VehicleSpec
   ids.reserve(resolved.size());
   VehicleTable& table = state_.vehicles;
   for (const VehicleSpec& spec : resolved) {
-    const VehicleId id = state_.next_vehicle_id++;
+    const VehicleId id = state_.next_ids.next_vehicle_id++;
     const auto row = static_cast<std::uint32_t>(table.size());
     table.Append(id, spec);
     state_.fleets.Visit(table.kinds[row], [&](auto& fleet) {
@@ -190,7 +193,7 @@ absl::StatusOr<std::vector<ObstacleId>> World::AddObstacles(
   std::vector<ObstacleId> ids;
   ids.reserve(specs.size());
   for (const ObstacleSpec& spec : specs) {
-    const ObstacleId id = state_.next_obstacle_id++;
+    const ObstacleId id = state_.next_ids.next_obstacle_id++;
     state_.obstacles.push_back(Obstacle{
         .id = id,
         .spec = spec,
@@ -481,9 +484,17 @@ std::vector<VehicleDescription> World::DescribeVehicles() const {
 std::uint64_t World::StateHash() const {
   const VehicleTable& table = state_.vehicles;
   Fnv1a hash;
+  // Ids as counted from this world's first ones (the same bytes as the ids themselves in a
+  // world whose ids start at 1).
+  const VehicleId vehicle_base = params_.first_ids.next_vehicle_id - 1;
+  const ObstacleId obstacle_base = params_.first_ids.next_obstacle_id - 1;
+  const auto add_id = [&hash](std::uint64_t id, std::uint64_t base) {
+    const std::uint64_t counted = id - base;
+    hash.Add(&counted, sizeof(counted));
+  };
   hash.Add(&state_.tick, sizeof(state_.tick));
-  hash.Add(&state_.next_vehicle_id, sizeof(state_.next_vehicle_id));
-  hash.AddColumn(table.ids);
+  add_id(state_.next_ids.next_vehicle_id, vehicle_base);
+  for (const VehicleId id : table.ids) add_id(id, vehicle_base);
   hash.AddColumn(table.kinds);
   hash.AddColumn(table.crashed);
   // The pose columns: the kinematic bicycles' state, the other models' published copies.
@@ -512,15 +523,25 @@ std::uint64_t World::StateHash() const {
     hash.Add(&driven.row, sizeof(driven.row));
     hash.Add(&driven.route, sizeof(driven.route));
   }
-  hash.Add(&state_.next_obstacle_id, sizeof(state_.next_obstacle_id));
+  add_id(state_.next_ids.next_obstacle_id, obstacle_base);
   for (const Obstacle& obstacle : state_.obstacles) {
-    hash.Add(&obstacle.id, sizeof(obstacle.id));
+    add_id(obstacle.id, obstacle_base);
     hash.Add(&obstacle.box, sizeof(obstacle.box));
   }
   for (const Contact& contact : state_.contacts) {
-    hash.Add(&contact.pair.vehicle, sizeof(contact.pair.vehicle));
+    add_id(contact.pair.vehicle, vehicle_base);
     hash.Add(&contact.pair.other_kind, sizeof(contact.pair.other_kind));
-    hash.Add(&contact.pair.other_id, sizeof(contact.pair.other_id));
+    switch (contact.pair.other_kind) {
+      case ObjectKind::kVehicle:
+        add_id(contact.pair.other_id, vehicle_base);
+        break;
+      case ObjectKind::kObstacle:
+        add_id(contact.pair.other_id, obstacle_base);
+        break;
+      case ObjectKind::kWall:
+        add_id(contact.pair.other_id, 0);
+        break;
+    }
     hash.Add(&contact.normal_x, sizeof(double));
     hash.Add(&contact.normal_y, sizeof(double));
     hash.Add(&contact.depth_m, sizeof(double));

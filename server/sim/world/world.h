@@ -62,6 +62,8 @@ struct WorldParams {
   CollisionPolicy collision_policy = CollisionPolicy::kReport;
   std::optional<WorldBounds> bounds = {};
   std::vector<RouteParams> routes;  // The spec's routes with their geometry precomputed.
+  // The first ids of this world: 1, or the next ids of a world it replaces.
+  IdCounters first_ids;
 };
 
 // A vehicle driven by a built-in driver: what the driver knows of it, and where it is on its
@@ -76,8 +78,7 @@ struct DrivenVehicle {
 // The state of a world: everything that changes as it runs.
 struct WorldState {
   std::uint64_t tick = 0;  // Ticks stepped since creation.
-  VehicleId next_vehicle_id = 1;
-  ObstacleId next_obstacle_id = 1;
+  IdCounters next_ids;     // The ids the next spawn and the next obstacle get.
   VehicleTable vehicles;  // Every vehicle, by ascending id.
   Fleets fleets;          // Each model's state of its vehicles.
   std::vector<Obstacle> obstacles;  // By ascending id.
@@ -98,8 +99,10 @@ struct VehicleDescription {
 class World {
  public:
   // Validates `spec`. InvalidArgument names the field ("tick_rate_hz", "max_vehicles",
-  // "bounds.max_x_m", "routes[2].points[5].x_m", "routes[0].lane_width_m").
-  static absl::StatusOr<World> Create(const WorldSpec& spec);
+  // "bounds.max_x_m", "routes[2].points[5].x_m", "routes[0].lane_width_m"). The world's ids
+  // start at `first_ids`: pass the next_ids() of a world this one replaces, so that no id is
+  // handed out twice.
+  static absl::StatusOr<World> Create(const WorldSpec& spec, IdCounters first_ids = {});
 
   const WorldParams& params() const { return params_; }
   std::uint64_t tick() const { return state_.tick; }
@@ -107,6 +110,8 @@ class World {
   double sim_time_s() const { return static_cast<double>(state_.tick) / params_.tick_rate_hz; }
   std::size_t vehicle_count() const { return state_.vehicles.size(); }
   const WorldState& state() const { return state_; }
+  // The ids the next vehicle and the next obstacle will get.
+  IdCounters next_ids() const { return state_.next_ids; }
 
   // Adds every vehicle of `specs` at the current tick, or none. Returns their new ids in
   // order. Errors: InvalidArgument naming "[i].<field>" for the first invalid spec (a route
@@ -143,7 +148,7 @@ class World {
   // kEnded events in pair order. Never fails.
   void Step(std::vector<ContactEvent>* transitions = nullptr);
 
-  // The model and signed speed of a vehicle alive; nullopt otherwise. O(log n).
+  // The model and signed speed of a vehicle alive; nullopt otherwise. O(1).
   struct Motion {
     ModelKind kind;
     double speed_mps;
@@ -158,11 +163,15 @@ class World {
   std::vector<VehicleDescription> DescribeVehicles() const;
 
   // A 64-bit FNV-1a hash of the tick and of the bits of every state variable and held input,
-  // for determinism checks: equal states hash equal on any machine with IEEE doubles.
+  // for determinism checks: equal states hash equal on any machine with IEEE doubles. Ids are
+  // hashed as counted from params().first_ids, so a world rebuilt in place of another (a
+  // session's reset) hashes as the same run in a new world would.
   std::uint64_t StateHash() const;
 
  private:
-  explicit World(WorldParams params) : params_(std::move(params)) {}
+  explicit World(WorldParams params) : params_(std::move(params)) {
+    state_.next_ids = params_.first_ids;
+  }
 
   // The drivers' stage of Step: every driven vehicle's controls for the coming tick.
   void DriveVehicles();

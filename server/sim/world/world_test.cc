@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/util/status_matchers.h"
 
 namespace pitlane::sim {
 namespace {
@@ -41,12 +42,11 @@ TEST(World, CreateRejectsBadSpecsNamingTheField) {
   for (const double rate :
        {0.0, -50.0, 1e-310, 0.999, kNaN, std::numeric_limits<double>::infinity(), 10001.0}) {
     const auto world = World::Create({.tick_rate_hz = rate, .max_vehicles = 1});
-    EXPECT_EQ(world.status().code(), absl::StatusCode::kInvalidArgument) << rate;
-    EXPECT_THAT(std::string(world.status().message()), HasSubstr("tick_rate_hz")) << rate;
+    EXPECT_THAT(world, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("tick_rate_hz")))
+        << rate;
   }
   const auto world = World::Create({.tick_rate_hz = 50, .max_vehicles = 0});
-  EXPECT_EQ(world.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(world.status().message()), HasSubstr("max_vehicles"));
+  EXPECT_THAT(world, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_vehicles")));
 }
 
 TEST(World, SimTimeIsTickOverRateNotASum) {
@@ -61,11 +61,61 @@ TEST(World, IdsStartAtOneAndAreNeverReused) {
   World world = MakeWorld();
   EXPECT_THAT(*world.Spawn({At(0), At(10), At(20)}), ElementsAre(1, 2, 3));
   ASSERT_TRUE(world.Remove(2).ok());
-  EXPECT_EQ(world.Remove(2).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(world.Remove(99).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(world.Remove(0).code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(world.Remove(2), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(world.Remove(99), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(world.Remove(0), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_THAT(*world.Spawn({At(30)}), ElementsAre(4));
   EXPECT_THAT(Ids(world), ElementsAre(1, 3, 4));
+}
+
+// A world that replaces another (a session's reset) continues its counters: no id of the old
+// world names anything in the new one.
+TEST(World, IdsContinueFromTheCountersOfTheWorldReplaced) {
+  World old_world = MakeWorld();
+  EXPECT_THAT(*old_world.Spawn({At(0), At(10)}), ElementsAre(1, 2));
+  EXPECT_THAT(*old_world.AddObstacles({{.center_x_m = 50}}), ElementsAre(1));
+  EXPECT_EQ(old_world.next_ids().next_vehicle_id, 3u);
+  EXPECT_EQ(old_world.next_ids().next_obstacle_id, 2u);
+
+  World world = *World::Create({.tick_rate_hz = 50, .seed = 7, .max_vehicles = 100},
+                               old_world.next_ids());
+  EXPECT_THAT(*world.Spawn({At(0)}), ElementsAre(3));
+  EXPECT_THAT(*world.AddObstacles({{.center_x_m = 50}}), ElementsAre(2));
+  EXPECT_THAT(world.Remove(1), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(world.RemoveObstacle(1), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(world.SetInputs({{.id = 2, .acceleration_mps2 = 1}}).code(),
+            absl::StatusCode::kNotFound);
+}
+
+// A reset's world reproduces a run: its hash counts ids from its first ones.
+TEST(World, StateHashCountsIdsFromTheFirstOnes) {
+  const auto run = [](IdCounters first_ids) {
+    World world = *World::Create({.tick_rate_hz = 50, .seed = 7, .max_vehicles = 100}, first_ids);
+    // Overlapping cars and an obstacle: contacts of both kinds, which name ids too.
+    EXPECT_TRUE(world.AddObstacles({{.center_x_m = 3}}).ok());
+    EXPECT_TRUE(world.Spawn({At(0, 1.0), At(1, 2.0), At(30)}).ok());
+    for (int i = 0; i < 5; ++i) world.Step();
+    EXPECT_EQ(world.contacts().size(), 3u);
+    return world.StateHash();
+  };
+  EXPECT_EQ(run({.next_vehicle_id = 8, .next_obstacle_id = 3}), run({}));
+}
+
+// Rows renumber when a vehicle is removed; lookups by id follow them.
+TEST(World, LookupsByIdFollowRowsAfterRemovals) {
+  World world = MakeWorld();
+  ASSERT_TRUE(world.Spawn({At(0, 1.0), At(10, 2.0), At(20, 3.0), At(30, 4.0)}).ok());
+  ASSERT_TRUE(world.Remove(2).ok());
+  ASSERT_TRUE(world.Remove(1).ok());
+  EXPECT_FALSE(world.Contains(1));
+  EXPECT_FALSE(world.Contains(2));
+  EXPECT_EQ(world.MotionOf(3)->speed_mps, 3.0);
+  EXPECT_EQ(world.MotionOf(4)->speed_mps, 4.0);
+  EXPECT_THAT(*world.Spawn({At(40, 5.0)}), ElementsAre(5));
+  EXPECT_EQ(world.MotionOf(5)->speed_mps, 5.0);
+  ASSERT_TRUE(world.Remove(4).ok());
+  EXPECT_EQ(world.MotionOf(3)->speed_mps, 3.0);
+  EXPECT_EQ(world.MotionOf(5)->speed_mps, 5.0);
 }
 
 TEST(World, SpawnIsAllOrNone) {
@@ -73,16 +123,15 @@ TEST(World, SpawnIsAllOrNone) {
   VehicleSpec bad = At(0);
   bad.width_m = -1;
   const auto failed = world.Spawn({At(0), bad});
-  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(failed.status().message()), HasSubstr("[1].width_m"));
+  EXPECT_THAT(failed, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("[1].width_m")));
   EXPECT_EQ(world.vehicle_count(), 0u);
 
   const auto too_many = world.Spawn({At(0), At(1), At(2), At(3)});
-  EXPECT_EQ(too_many.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(too_many, StatusIs(absl::StatusCode::kResourceExhausted));
   EXPECT_EQ(world.vehicle_count(), 0u);
   // Failed spawns consume no ids.
   EXPECT_THAT(*world.Spawn({At(0), At(1), At(2)}), ElementsAre(1, 2, 3));
-  EXPECT_EQ(world.Spawn({At(5)}).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(world.Spawn({At(5)}), StatusIs(absl::StatusCode::kResourceExhausted));
 }
 
 TEST(World, InputsHoldUntilReplacedAndApplyFromTheNextTick) {
@@ -161,8 +210,7 @@ TEST(World, SensorTotalsAreBounded) {
   VehicleSpec one_more;
   one_more.range_scan = RangeScanSpec{.beam_count = 1};
   const auto refused = world.Spawn({one_more});
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("vehicles: "));
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("vehicles: ")));
   EXPECT_EQ(world.vehicle_count(), fleet.size());
   ASSERT_TRUE(world.Remove(ids.front()).ok());
   EXPECT_TRUE(world.Spawn({one_more}).ok());
@@ -171,7 +219,7 @@ TEST(World, SensorTotalsAreBounded) {
   watcher.nearest_objects = NearestObjectsSpec{.count = 200};
   const std::vector<VehicleSpec> watchers(kMaxNearestObjectsPerWorld / 200, watcher);
   ASSERT_TRUE(world.Spawn(watchers).ok());
-  EXPECT_EQ(world.Spawn({watcher}).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(world.Spawn({watcher}), StatusIs(absl::StatusCode::kResourceExhausted));
 }
 
 TEST(World, IsDeterministic) {

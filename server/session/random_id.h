@@ -1,0 +1,28 @@
+// Session ids that cannot be guessed: a session id is the only thing a client needs to drive,
+// reset or delete a session, so it must not be derivable from another one.
+#ifndef PITLANE_SERVER_SESSION_RANDOM_ID_H_
+#define PITLANE_SERVER_SESSION_RANDOM_ID_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace pitlane::session {
+
+// Characters in a session id after "s-": 128 random bits at 5 bits a character.
+inline constexpr std::size_t kSessionIdRandomChars = 26;
+
+// A new session id: "s-" and kSessionIdRandomChars characters of Base32Lowercase over 128
+// bits from the OS's CSPRNG (getrandom(2)). Internal if the OS has no randomness to give
+// (getrandom missing or failing), never a weaker id.
+absl::StatusOr<std::string> NewSessionId();
+
+// RFC 4648 base32 in lowercase ("a"-"z", "2"-"7"), without padding: 5 bits a character, most
+// significant first; a last partial group is filled with zero bits.
+std::string Base32Lowercase(absl::Span<const std::uint8_t> bytes);
+
+}  // namespace pitlane::session
+
+#endif  // PITLANE_SERVER_SESSION_RANDOM_ID_H_
