@@ -18,6 +18,11 @@
 //                    of the same sizes over the same channel. Always an in-process server (the
 //                    app::Server wiring with the Echo service beside the Simulator), over
 //                    loopback TCP; client and server share this process.
+//   --mode=steps     Lockstep Steps on the session workers: two sessions of V vehicles
+//                    (--vehicles, default 20000); a Step of --ticks ticks (default 2000) on one
+//                    session alone, then one on each session at once from two client threads,
+//                    --repetitions times (default 3). Reports the medians and parallel / alone:
+//                    about 1 when the server has two cores free for its two workers.
 //   --mode=stream    StreamStates throughput to one blocking C++ reader of a session of
 //                    V vehicles (--vehicles, default 1000) in REALTIME with real_time_factor 0
 //                    (as fast as the server can step it): vehicle states, frames and ticks per
@@ -36,6 +41,7 @@
 //   build/bin/load_tool --mode=realtime --sweep --seconds=10
 //   build/bin/load_tool --mode=drive --iterations=20000
 //   build/bin/load_tool --mode=stream --seconds=20
+//   build/bin/load_tool --mode=steps
 // The tool prints the server's pid, so a profile can be taken meanwhile:
 //   perf record -g -p <pid> -- sleep 10
 #include <fcntl.h>
@@ -86,7 +92,7 @@
 #include "server/util/status_macros.h"
 #include "spdlog/spdlog.h"
 
-ABSL_FLAG(std::string, mode, "realtime", "realtime, drive or stream.");
+ABSL_FLAG(std::string, mode, "realtime", "realtime, drive, stream or steps.");
 ABSL_FLAG(std::string, address, "",
           "host:port of a running server. Empty: start --server_binary as a child process "
           "(realtime and stream; drive always runs an in-process server).");
@@ -109,6 +115,8 @@ ABSL_FLAG(double, sweep_max_miss_percent, 1.0,
 ABSL_FLAG(double, sweep_max_p99_ms, 2.0,
           "realtime --sweep: a step fails when a session's lateness p99 exceeds this, ms.");
 ABSL_FLAG(int, iterations, 20000, "drive: measured round trips of each kind.");
+ABSL_FLAG(int, ticks, 2000, "steps: ticks of each Step.");
+ABSL_FLAG(int, repetitions, 3, "steps: measurements of each kind.");
 ABSL_FLAG(int, warmup, 2000, "drive: round trips of each kind before measuring.");
 
 namespace pitlane::load_tool {
@@ -1067,6 +1075,72 @@ absl::Status RunStreamMode() {
   return absl::OkStatus();
 }
 
+// Steps of two big lockstep sessions, alone and two at once (see --mode=steps).
+absl::Status RunStepsMode() {
+  const int vehicles = absl::GetFlag(FLAGS_vehicles) > 0 ? absl::GetFlag(FLAGS_vehicles) : 20000;
+  const int ticks = absl::GetFlag(FLAGS_ticks);
+  const int repetitions = std::max(1, absl::GetFlag(FLAGS_repetitions));
+  ASSIGN_OR_RETURN(const Target target, ConnectOrStart(4, vehicles));
+  absl::PrintF("server: %s\n", target.description);
+  std::fflush(stdout);
+  std::vector<std::unique_ptr<v1::Simulator::Stub>> stubs;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) {
+    ASSIGN_OR_RETURN(const auto channel, Connect(target.address, i));
+    stubs.push_back(v1::Simulator::NewStub(channel));
+    ASSIGN_OR_RETURN(const CirclingSession session,
+                     CreateCirclingSession(*stubs.back(), v1::SessionConfig(), vehicles));
+    ids.push_back(session.id);
+  }
+  const auto step = [&](int i) -> absl::Status {
+    v1::StepRequest request;
+    request.set_session_id(ids[i]);
+    request.set_ticks(ticks);
+    v1::StepResponse response;
+    grpc::ClientContext context;
+    return FromGrpc("Step", stubs[i]->Step(&context, request, &response));
+  };
+  const auto seconds_since = [](SteadyClock::time_point start) {
+    return std::chrono::duration<double>(SteadyClock::now() - start).count();
+  };
+  std::vector<double> alone_s;
+  std::vector<double> parallel_s;
+  for (int r = 0; r < repetitions; ++r) {
+    SteadyClock::time_point start = SteadyClock::now();
+    RETURN_IF_ERROR(step(0));
+    alone_s.push_back(seconds_since(start));
+    start = SteadyClock::now();
+    absl::Status other;
+    std::thread second([&] { other = step(1); });
+    const absl::Status first = step(0);
+    second.join();
+    RETURN_IF_ERROR(first);
+    RETURN_IF_ERROR(other);
+    parallel_s.push_back(seconds_since(start));
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double alone = median(alone_s);
+  const double parallel = median(parallel_s);
+  absl::PrintF("steps: Step{ticks: %d} of %d-vehicle lockstep sessions, medians of %d\n", ticks,
+               vehicles, repetitions);
+  absl::PrintF("  %-30s %.3f s\n", "one session alone", alone);
+  absl::PrintF("  %-30s %.3f s\n", "two sessions at once", parallel);
+  absl::PrintF("  %-30s %.2f (1 = perfectly parallel, 2 = serial)\n", "parallel / alone",
+               parallel / alone);
+  JsonObject json;
+  json.String("mode", "steps")
+      .Integer("vehicles", vehicles)
+      .Integer("ticks", ticks)
+      .Number("alone_s", alone)
+      .Number("parallel_s", parallel)
+      .Number("parallel_over_alone", parallel / alone);
+  absl::PrintF("JSON %s\n", json.str());
+  return absl::OkStatus();
+}
+
 }  // namespace
 }  // namespace pitlane::load_tool
 
@@ -1085,9 +1159,11 @@ int main(int argc, char** argv) {
     status = pitlane::load_tool::RunDriveMode();
   } else if (mode == "stream") {
     status = pitlane::load_tool::RunStreamMode();
+  } else if (mode == "steps") {
+    status = pitlane::load_tool::RunStepsMode();
   } else {
     status = absl::InvalidArgumentError(
-        absl::StrCat("--mode: must be realtime, drive or stream, got '", mode, "'"));
+        absl::StrCat("--mode: must be realtime, drive, stream or steps, got '", mode, "'"));
   }
   if (!status.ok()) {
     std::fprintf(stderr, "load_tool: %s\n", status.ToString().c_str());

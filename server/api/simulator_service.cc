@@ -14,6 +14,7 @@
 #include "server/api/convert.h"
 #include "server/api/grpc_status.h"
 #include "server/api/scenarios.h"
+#include "server/api/wire.h"
 #include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
 
@@ -32,6 +33,22 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
+}
+
+// A unary call: parses the request, runs `handler(request, response)` (an exception ends this
+// call alone, see Guarded) and encodes the response.
+template <typename Request, typename Response, typename Handler>
+grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, const grpc::ByteBuffer& raw,
+                                grpc::ByteBuffer* raw_response, Handler&& handler) {
+  const absl::Status status = Guarded([&]() -> absl::Status {
+    Request request;
+    RETURN_IF_ERROR(ParseRequest(raw, request));
+    Response response;
+    RETURN_IF_ERROR(handler(&request, &response));
+    *raw_response = SerializeMessage(response);
+    return absl::OkStatus();
+  });
+  return FinishUnary(context, status);
 }
 
 // The wire encoding of one StreamStatesResponse without copying the state: `state_bytes`
@@ -163,10 +180,7 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
         if (Selected(vehicle.id)) VehicleStateToProto(vehicle, state.add_vehicles());
       }
       for (const sim::Contact& contact : frame.contacts) {
-        if (Selected(contact.pair.vehicle) ||
-            (contact.pair.other_kind == sim::ObjectKind::kVehicle && Selected(contact.pair.other_id))) {
-          ContactToProto(contact, state.add_contacts());
-        }
+        if (sim::InvolvesAnyOf(contact, vehicle_ids_)) ContactToProto(contact, state.add_contacts());
       }
       auto selected = std::make_shared<std::string>(state.SerializeAsString());
       buffer_ = EncodeResponse(selected, *selected, tail);
@@ -200,14 +214,14 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
 // in flight.
 //
 // Locking: never calls into the session while holding its own lock.
-class DriveReactor final : public grpc::ServerBidiReactor<v1::DriveRequest, v1::DriveResponse>,
+class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
                            public session::SubscriberTransport {
  public:
-  static grpc::ServerBidiReactor<v1::DriveRequest, v1::DriveResponse>* Start(
+  static grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Start(
       session::SessionManager& sessions) {
     auto reactor = std::shared_ptr<DriveReactor>(new DriveReactor(sessions));
     reactor->self_ = reactor;
-    reactor->StartRead(&reactor->request_);
+    reactor->StartRead(&reactor->raw_request_);
     return reactor.get();
   }
 
@@ -221,12 +235,16 @@ class DriveReactor final : public grpc::ServerBidiReactor<v1::DriveRequest, v1::
       absl::MutexLock lock(&mu_);
       attached = subscriber_ != nullptr;
     }
-    const absl::Status status = attached ? Control() : Attach();
+    const absl::Status status = Guarded([&]() -> absl::Status {
+      request_.Clear();
+      RETURN_IF_ERROR(ParseRequest(raw_request_, request_));
+      return attached ? Control() : Attach();
+    });
     if (!status.ok()) {
       FinishSoon(ToGrpcStatus(status));
       return;
     }
-    StartRead(&request_);
+    StartRead(&raw_request_);
   }
 
   void OnReady() override {
@@ -356,8 +374,9 @@ class DriveReactor final : public grpc::ServerBidiReactor<v1::DriveRequest, v1::
     response_.set_skipped_observations(delivery->skipped_frames);
     response_.set_late_controls(late_);
     response_.set_stale_controls(stale_);
+    raw_response_ = SerializeMessage(response_);
     write_in_flight_ = true;
-    StartWrite(&response_);
+    StartWrite(&raw_response_);
   }
 
   // Finishes now, or after the write in flight (the first status asked for wins).
@@ -378,13 +397,15 @@ class DriveReactor final : public grpc::ServerBidiReactor<v1::DriveRequest, v1::
 
   session::SessionManager& sessions_;
   std::shared_ptr<DriveReactor> self_;
-  v1::DriveRequest request_;  // The read in flight (reads are sequential).
+  grpc::ByteBuffer raw_request_;  // The read in flight (reads are sequential).
+  v1::DriveRequest request_;      // The last one read, parsed.
 
   absl::Mutex mu_;
   std::shared_ptr<session::Session> session_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<session::Subscriber> subscriber_ ABSL_GUARDED_BY(mu_);  // Once attached.
   sim::VehicleId vehicle_ ABSL_GUARDED_BY(mu_) = 0;
-  v1::DriveResponse response_ ABSL_GUARDED_BY(mu_);  // The write in flight.
+  v1::DriveResponse response_ ABSL_GUARDED_BY(mu_);  // Reused from write to write.
+  grpc::ByteBuffer raw_response_ ABSL_GUARDED_BY(mu_);  // The write in flight.
   std::uint64_t late_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t stale_ ABSL_GUARDED_BY(mu_) = 0;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
@@ -401,7 +422,7 @@ class StepReactor final : public grpc::ServerUnaryReactor {
  public:
   static grpc::ServerUnaryReactor* Start(std::shared_ptr<session::Session> session,
                                          const v1::StepRequest& request,
-                                         v1::StepResponse* response) {
+                                         grpc::ByteBuffer* response) {
     auto reactor = std::shared_ptr<StepReactor>(new StepReactor(response));
     reactor->self_ = reactor;
     std::optional<std::uint64_t> expected_tick;
@@ -428,21 +449,23 @@ class StepReactor final : public grpc::ServerUnaryReactor {
   void OnDone() override { self_.reset(); }  // May destroy this object: nothing may follow.
 
  private:
-  explicit StepReactor(v1::StepResponse* response) : response_(response) {}
+  explicit StepReactor(grpc::ByteBuffer* response) : response_(response) {}
 
-  // On a worker: the response is filled there, off gRPC's threads.
+  // On a worker: the response is made there, off gRPC's threads.
   void Done(absl::StatusOr<session::StepResult> result) {
-    if (!result.ok()) {
-      Finish(ToGrpcStatus(result.status()));
-      return;
-    }
-    FrameToProto(*result->frame, response_->mutable_state());
-    EventsToProto(result->events, response_->mutable_events());
-    response_->set_dropped_events(result->events.dropped);
-    Finish(grpc::Status::OK);
+    const absl::Status status = Guarded([&]() -> absl::Status {
+      RETURN_IF_ERROR(result.status());
+      v1::StepResponse response;
+      FrameToProto(*result->frame, response.mutable_state());
+      EventsToProto(result->events, response.mutable_events());
+      response.set_dropped_events(result->events.dropped);
+      *response_ = SerializeMessage(response);
+      return absl::OkStatus();
+    });
+    Finish(ToGrpcStatus(status));
   }
 
-  v1::StepResponse* const response_;
+  grpc::ByteBuffer* const response_;
   std::shared_ptr<StepReactor> self_;
   absl::Mutex mu_;
   std::shared_ptr<session::StepTicket> ticket_ ABSL_GUARDED_BY(mu_);
@@ -452,13 +475,14 @@ class StepReactor final : public grpc::ServerUnaryReactor {
 }  // namespace
 
 grpc::ServerUnaryReactor* SimulatorService::CreateSession(grpc::CallbackServerContext* context,
-                                                          const v1::CreateSessionRequest* request,
-                                                          v1::CreateSessionResponse* response) {
-  return FinishUnary(context, [&]() -> absl::Status {
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::CreateSessionRequest, v1::CreateSessionResponse>(
+      context, *raw_request, raw_response,
+      [&](const v1::CreateSessionRequest* request, v1::CreateSessionResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session, CreateFromConfig(request->config()));
     SessionToProto(session->Describe(/*with_vehicles=*/false), response->mutable_session());
     return absl::OkStatus();
-  }());
+      });
 }
 
 absl::StatusOr<std::shared_ptr<session::Session>> SimulatorService::CreateFromConfig(
@@ -479,49 +503,56 @@ absl::StatusOr<std::shared_ptr<session::Session>> SimulatorService::CreateFromCo
 }
 
 grpc::ServerUnaryReactor* SimulatorService::ResetSession(grpc::CallbackServerContext* context,
-                                                         const v1::ResetSessionRequest* request,
-                                                         v1::ResetSessionResponse* response) {
-  return FinishUnary(context, [&]() -> absl::Status {
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::ResetSessionRequest, v1::ResetSessionResponse>(
+      context, *raw_request, raw_response,
+      [&](const v1::ResetSessionRequest* request, v1::ResetSessionResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
     ASSIGN_OR_RETURN(const auto frame, session->Reset());
     FrameToProto(*frame, response->mutable_state());
     return absl::OkStatus();
-  }());
+      });
 }
 
 grpc::ServerUnaryReactor* SimulatorService::GetSession(grpc::CallbackServerContext* context,
-                                                       const v1::GetSessionRequest* request,
-                                                       v1::GetSessionResponse* response) {
-  return FinishUnary(context, [&]() -> absl::Status {
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::GetSessionRequest, v1::GetSessionResponse>(
+      context, *raw_request, raw_response,
+      [&](const v1::GetSessionRequest* request, v1::GetSessionResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
     SessionToProto(session->Describe(/*with_vehicles=*/true), response->mutable_session());
     return absl::OkStatus();
-  }());
+      });
 }
 
 grpc::ServerUnaryReactor* SimulatorService::ListSessions(grpc::CallbackServerContext* context,
-                                                         const v1::ListSessionsRequest* /*request*/,
-                                                         v1::ListSessionsResponse* response) {
-  for (const auto& session : sessions_.List()) {
-    SessionToProto(session->Describe(/*with_vehicles=*/false), response->add_sessions());
-  }
-  return FinishUnary(context, absl::OkStatus());
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::ListSessionsRequest, v1::ListSessionsResponse>(
+      context, *raw_request, raw_response,
+      [&](const v1::ListSessionsRequest* /*request*/, v1::ListSessionsResponse* response) {
+        for (const auto& session : sessions_.List()) {
+          SessionToProto(session->Describe(/*with_vehicles=*/false), response->add_sessions());
+        }
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* SimulatorService::DeleteSession(grpc::CallbackServerContext* context,
-                                                          const v1::DeleteSessionRequest* request,
-                                                          v1::DeleteSessionResponse* response) {
-  return FinishUnary(context, [&]() -> absl::Status {
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::DeleteSessionRequest, v1::DeleteSessionResponse>(
+      context, *raw_request, raw_response,
+      [&](const v1::DeleteSessionRequest* request, v1::DeleteSessionResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const session::SimTime time, sessions_.Delete(request->session_id()));
     SimTimeToProto(time, response->mutable_time());
     return absl::OkStatus();
-  }());
+      });
 }
 
 grpc::ServerUnaryReactor* SimulatorService::SpawnVehicle(grpc::CallbackServerContext* context,
-                                                         const v1::SpawnVehicleRequest* request,
-                                                         v1::SpawnVehicleResponse* response) {
-  return FinishUnary(context, [&]() -> absl::Status {
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::SpawnVehicleRequest, v1::SpawnVehicleResponse>(
+      context, *raw_request, raw_response,
+      [&](const v1::SpawnVehicleRequest* request, v1::SpawnVehicleResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
     const int count = request->vehicles_size();
     if (count < 1 || count > kMaxSpawnsPerCall) {
@@ -535,24 +566,26 @@ grpc::ServerUnaryReactor* SimulatorService::SpawnVehicle(grpc::CallbackServerCon
     response->mutable_vehicle_ids()->Add(ids->begin(), ids->end());
     SimTimeToProto(session->Now(), response->mutable_time());
     return absl::OkStatus();
-  }());
+      });
 }
 
 grpc::ServerUnaryReactor* SimulatorService::RemoveVehicle(grpc::CallbackServerContext* context,
-                                                          const v1::RemoveVehicleRequest* request,
-                                                          v1::RemoveVehicleResponse* response) {
-  return FinishUnary(context, [&]() -> absl::Status {
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::RemoveVehicleRequest, v1::RemoveVehicleResponse>(
+      context, *raw_request, raw_response,
+      [&](const v1::RemoveVehicleRequest* request, v1::RemoveVehicleResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
     RETURN_IF_ERROR(session->RemoveVehicle(request->vehicle_id()));
     SimTimeToProto(session->Now(), response->mutable_time());
     return absl::OkStatus();
-  }());
+      });
 }
 
 grpc::ServerUnaryReactor* SimulatorService::AddObstacle(grpc::CallbackServerContext* context,
-                                                        const v1::AddObstacleRequest* request,
-                                                        v1::AddObstacleResponse* response) {
-  return FinishUnary(context, [&]() -> absl::Status {
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::AddObstacleRequest, v1::AddObstacleResponse>(
+      context, *raw_request, raw_response,
+      [&](const v1::AddObstacleRequest* request, v1::AddObstacleResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
     const int count = request->obstacles_size();
     if (count < 1 || count > kMaxObstaclesPerCall) {
@@ -569,24 +602,26 @@ grpc::ServerUnaryReactor* SimulatorService::AddObstacle(grpc::CallbackServerCont
     response->mutable_obstacle_ids()->Add(ids->begin(), ids->end());
     SimTimeToProto(session->Now(), response->mutable_time());
     return absl::OkStatus();
-  }());
+      });
 }
 
-grpc::ServerUnaryReactor* SimulatorService::RemoveObstacle(
-    grpc::CallbackServerContext* context, const v1::RemoveObstacleRequest* request,
-    v1::RemoveObstacleResponse* response) {
-  return FinishUnary(context, [&]() -> absl::Status {
+grpc::ServerUnaryReactor* SimulatorService::RemoveObstacle(grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::RemoveObstacleRequest, v1::RemoveObstacleResponse>(
+      context, *raw_request, raw_response,
+      [&](const v1::RemoveObstacleRequest* request, v1::RemoveObstacleResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
     RETURN_IF_ERROR(session->RemoveObstacle(request->obstacle_id()));
     SimTimeToProto(session->Now(), response->mutable_time());
     return absl::OkStatus();
-  }());
+      });
 }
 
 grpc::ServerUnaryReactor* SimulatorService::SetControls(grpc::CallbackServerContext* context,
-                                                        const v1::SetControlsRequest* request,
-                                                        v1::SetControlsResponse* response) {
-  return FinishUnary(context, [&]() -> absl::Status {
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::SetControlsRequest, v1::SetControlsResponse>(
+      context, *raw_request, raw_response,
+      [&](const v1::SetControlsRequest* request, v1::SetControlsResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
     if (request->controls_size() > kMaxControlsPerCall) {
       return absl::InvalidArgumentError(absl::StrCat("controls: at most ", kMaxControlsPerCall,
@@ -603,21 +638,26 @@ grpc::ServerUnaryReactor* SimulatorService::SetControls(grpc::CallbackServerCont
     SimTimeToProto(*time, response->mutable_time());
     response->set_applies_from_tick(time->tick + 1);
     return absl::OkStatus();
-  }());
+      });
 }
 
 grpc::ServerUnaryReactor* SimulatorService::Step(grpc::CallbackServerContext* context,
-                                                 const v1::StepRequest* request,
-                                                 v1::StepResponse* response) {
-  absl::StatusOr<std::shared_ptr<session::Session>> session = sessions_.Find(request->session_id());
+                                                 const grpc::ByteBuffer* raw_request,
+                                                 grpc::ByteBuffer* raw_response) {
+  v1::StepRequest request;
+  if (absl::Status parsed = ParseRequest(*raw_request, request); !parsed.ok()) {
+    return FinishUnary(context, parsed);
+  }
+  absl::StatusOr<std::shared_ptr<session::Session>> session = sessions_.Find(request.session_id());
   if (!session.ok()) return FinishUnary(context, session.status());
-  return StepReactor::Start(*std::move(session), *request, response);
+  return StepReactor::Start(*std::move(session), request, raw_response);
 }
 
 grpc::ServerUnaryReactor* SimulatorService::SetClock(grpc::CallbackServerContext* context,
-                                                     const v1::SetClockRequest* request,
-                                                     v1::SetClockResponse* response) {
-  return FinishUnary(context, [&]() -> absl::Status {
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::SetClockRequest, v1::SetClockResponse>(
+      context, *raw_request, raw_response,
+      [&](const v1::SetClockRequest* request, v1::SetClockResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
     session::ClockUpdate update;
     if (request->has_clock_mode()) {
@@ -633,19 +673,20 @@ grpc::ServerUnaryReactor* SimulatorService::SetClock(grpc::CallbackServerContext
     response->set_paused(clock.paused);
     response->set_barrier_timeout_s(clock.barrier_timeout_s);
     return absl::OkStatus();
-  }());
+      });
 }
 
 grpc::ServerUnaryReactor* SimulatorService::GetState(grpc::CallbackServerContext* context,
-                                                     const v1::GetStateRequest* request,
-                                                     v1::GetStateResponse* response) {
-  return FinishUnary(context, [&]() -> absl::Status {
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::GetStateRequest, v1::GetStateResponse>(
+      context, *raw_request, raw_response,
+      [&](const v1::GetStateRequest* request, v1::GetStateResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
     const auto [frame, hash] = session->CurrentFrameAndHash();
     FrameToProto(*frame, response->mutable_state());
     response->set_state_hash(hash);
     return absl::OkStatus();
-  }());
+      });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* SimulatorService::StreamStates(
@@ -657,17 +698,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* SimulatorService::StreamStates(
     void OnDone() override { delete this; }
   };
   v1::StreamStatesRequest request;
-  {
-    std::vector<grpc::Slice> slices;
-    std::string bytes;
-    if (raw_request->Dump(&slices).ok()) {
-      for (const grpc::Slice& slice : slices) {
-        bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-      }
-    }
-    if (!request.ParseFromString(bytes)) {
-      return new Failed(absl::InvalidArgumentError("request: not a StreamStatesRequest"));
-    }
+  if (absl::Status parsed = ParseRequest(*raw_request, request); !parsed.ok()) {
+    return new Failed(parsed);
   }
   session::SubscriberOptions options;
   if (request.has_every_n_ticks()) {
@@ -711,7 +743,7 @@ std::shared_ptr<FrameEncoder> SimulatorService::EncoderFor(const session::Sessio
   return encoder;
 }
 
-grpc::ServerBidiReactor<v1::DriveRequest, v1::DriveResponse>* SimulatorService::Drive(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SimulatorService::Drive(
     grpc::CallbackServerContext* /*context*/) {
   return DriveReactor::Start(sessions_);
 }

@@ -25,11 +25,31 @@ inline constexpr int kMaxSpawnsPerCall = 100000;
 inline constexpr int kMaxControlsPerCall = 1000000;
 inline constexpr int kMaxObstaclesPerCall = 100000;
 
-// StreamStates is a raw method (ByteBuffer in and out): its streams share one encoding of
-// each frame instead of serializing it once per subscriber.
-class SimulatorService final
-    : public ::pitlane::v1::Simulator::WithRawCallbackMethod_StreamStates<
-          ::pitlane::v1::Simulator::CallbackService> {
+// Every method is raw (grpc::ByteBuffer in and out, see wire.h): requests are parsed here, so
+// that a request that does not parse is a clear INVALID_ARGUMENT, and StreamStates' streams
+// share one encoding of each frame instead of serializing it once per subscriber.
+namespace raw_methods {
+using S = ::pitlane::v1::Simulator;
+using RawSimulatorService =
+    S::WithRawCallbackMethod_CreateSession<
+    S::WithRawCallbackMethod_GetSession<
+    S::WithRawCallbackMethod_ListSessions<
+    S::WithRawCallbackMethod_DeleteSession<
+    S::WithRawCallbackMethod_ResetSession<
+    S::WithRawCallbackMethod_SpawnVehicle<
+    S::WithRawCallbackMethod_RemoveVehicle<
+    S::WithRawCallbackMethod_AddObstacle<
+    S::WithRawCallbackMethod_RemoveObstacle<
+    S::WithRawCallbackMethod_SetControls<
+    S::WithRawCallbackMethod_Step<
+    S::WithRawCallbackMethod_Drive<
+    S::WithRawCallbackMethod_SetClock<
+    S::WithRawCallbackMethod_GetState<
+    S::WithRawCallbackMethod_StreamStates<
+    S::Service>>>>>>>>>>>>>>>;
+}  // namespace raw_methods
+
+class SimulatorService final : public raw_methods::RawSimulatorService {
  public:
   // `sessions` must outlive the service and the server it is registered with.
   // `scenario_dir`: where CreateSession looks for scenarios beside the shipped ones ("" for
@@ -43,47 +63,47 @@ class SimulatorService final
       const v1::SessionConfig& config);
 
   grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* context,
-                                          const v1::CreateSessionRequest* request,
-                                          v1::CreateSessionResponse* response) override;
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetSession(grpc::CallbackServerContext* context,
-                                       const v1::GetSessionRequest* request,
-                                       v1::GetSessionResponse* response) override;
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListSessions(grpc::CallbackServerContext* context,
-                                         const v1::ListSessionsRequest* request,
-                                         v1::ListSessionsResponse* response) override;
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* DeleteSession(grpc::CallbackServerContext* context,
-                                          const v1::DeleteSessionRequest* request,
-                                          v1::DeleteSessionResponse* response) override;
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* SpawnVehicle(grpc::CallbackServerContext* context,
-                                         const v1::SpawnVehicleRequest* request,
-                                         v1::SpawnVehicleResponse* response) override;
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* RemoveVehicle(grpc::CallbackServerContext* context,
-                                          const v1::RemoveVehicleRequest* request,
-                                          v1::RemoveVehicleResponse* response) override;
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* AddObstacle(grpc::CallbackServerContext* context,
-                                        const v1::AddObstacleRequest* request,
-                                        v1::AddObstacleResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* RemoveObstacle(grpc::CallbackServerContext* context,
-                                           const v1::RemoveObstacleRequest* request,
-                                           v1::RemoveObstacleResponse* response) override;
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* SetControls(grpc::CallbackServerContext* context,
-                                        const v1::SetControlsRequest* request,
-                                        v1::SetControlsResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Step(grpc::CallbackServerContext* context,
-                                 const v1::StepRequest* request,
-                                 v1::StepResponse* response) override;
+                                const grpc::ByteBuffer* request,
+                                grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ResetSession(grpc::CallbackServerContext* context,
-                                         const v1::ResetSessionRequest* request,
-                                         v1::ResetSessionResponse* response) override;
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* SetClock(grpc::CallbackServerContext* context,
-                                     const v1::SetClockRequest* request,
-                                     v1::SetClockResponse* response) override;
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetState(grpc::CallbackServerContext* context,
-                                     const v1::GetStateRequest* request,
-                                     v1::GetStateResponse* response) override;
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* StreamStates(
       grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
-  grpc::ServerBidiReactor<v1::DriveRequest, v1::DriveResponse>* Drive(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Drive(
       grpc::CallbackServerContext* context) override;
 
  private:

@@ -1,6 +1,7 @@
 #include "server/app/server.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/api/wire.h"
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -19,6 +20,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   // descriptor is referenced so that its generated code is linked in and reflection can
   // describe grpc.health.v1.Health.
   grpc::EnableDefaultHealthCheckService(true);
+  api::InstallProtobufLogHandler();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
 

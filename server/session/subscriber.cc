@@ -9,18 +9,11 @@ Subscriber::Subscriber(SubscriberOptions options, std::shared_ptr<SubscriberTran
                        const Clock* clock)
     : options_(std::move(options)), transport_(std::move(transport)), clock_(clock) {}
 
-bool Subscriber::Selected(const sim::Contact& contact) const {
-  const auto has = [this](sim::VehicleId id) {
-    return std::binary_search(options_.vehicle_ids.begin(), options_.vehicle_ids.end(), id);
-  };
-  return has(contact.pair.vehicle) ||
-         (contact.pair.other_kind == sim::ObjectKind::kVehicle && has(contact.pair.other_id));
-}
-
 void Subscriber::Filter(FrameEvents& events) const {
   if (options_.vehicle_ids.empty()) return;
-  std::erase_if(events.events,
-                [this](const sim::ContactEvent& event) { return !Selected(event.contact); });
+  std::erase_if(events.events, [this](const sim::ContactEvent& event) {
+    return !sim::InvolvesAnyOf(event.contact, options_.vehicle_ids);
+  });
 }
 
 void Subscriber::Accumulate(absl::Span<const sim::ContactEvent> transitions) {
@@ -31,7 +24,9 @@ void Subscriber::Accumulate(absl::Span<const sim::ContactEvent> transitions) {
     return;
   }
   for (const sim::ContactEvent& event : transitions) {
-    if (Selected(event.contact)) AppendEvents({&event, 1}, accumulated_);
+    if (sim::InvolvesAnyOf(event.contact, options_.vehicle_ids)) {
+      AppendEvents({&event, 1}, accumulated_);
+    }
   }
 }
 

@@ -108,7 +108,6 @@ class Subscriber {
  private:
   bool OfferLocked(std::shared_ptr<const Frame> frame, FrameEvents events)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool Selected(const sim::Contact& contact) const;
   void Filter(FrameEvents& events) const;
 
   const SubscriberOptions options_;

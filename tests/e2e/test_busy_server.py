@@ -18,7 +18,7 @@ from pitlane.v1 import simulator_pb2 as pb
 from conftest import running_server
 
 BIG = 20_000            # Vehicles in a big session.
-LONG_STEP_S = 3.5       # Wall time a long Step should take, at least 3 s.
+LONG_STEP_S = 5.0       # Wall time a long Step is calibrated to take; at least 3 s is checked.
 LATENCY_LIMIT_S = 0.1   # What another client may wait while the long Steps run.
 FLAGS = ("--max_vehicles_per_session=40000", "--max_ticks_per_step=20000",
          "--max_receive_message_mib=64")

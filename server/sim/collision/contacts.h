@@ -2,6 +2,7 @@
 #ifndef PITLANE_SERVER_SIM_COLLISION_CONTACTS_H_
 #define PITLANE_SERVER_SIM_COLLISION_CONTACTS_H_
 
+#include <algorithm>
 #include <compare>
 #include <cstdint>
 #include <vector>
@@ -35,6 +36,15 @@ struct Contact {
 inline bool Involves(const Contact& contact, VehicleId vehicle) {
   return contact.pair.vehicle == vehicle ||
          (contact.pair.other_kind == ObjectKind::kVehicle && contact.pair.other_id == vehicle);
+}
+
+// Whether a vehicle of `sorted_vehicles` (ascending, unique) is one side of `contact`.
+inline bool InvolvesAnyOf(const Contact& contact, absl::Span<const VehicleId> sorted_vehicles) {
+  const auto has = [sorted_vehicles](VehicleId id) {
+    return std::binary_search(sorted_vehicles.begin(), sorted_vehicles.end(), id);
+  };
+  return has(contact.pair.vehicle) ||
+         (contact.pair.other_kind == ObjectKind::kVehicle && has(contact.pair.other_id));
 }
 
 enum class ContactPhase : std::uint8_t {

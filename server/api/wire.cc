@@ -1,0 +1,82 @@
+#include "server/api/wire.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/stubs/logging.h"
+#include "grpcpp/support/slice.h"
+#include "spdlog/spdlog.h"
+
+namespace pitlane::api {
+namespace {
+
+// While ParseRequest runs on this thread: where libprotobuf's complaints go instead of the log.
+thread_local std::string* parse_complaints = nullptr;
+
+void LogProtobuf(google::protobuf::LogLevel level, const char* filename, int line,
+                 const std::string& message) {
+  if (parse_complaints != nullptr) {
+    parse_complaints->append(message);
+    return;
+  }
+  switch (level) {
+    case google::protobuf::LOGLEVEL_INFO:
+      spdlog::debug("libprotobuf {}:{}: {}", filename, line, message);
+      break;
+    case google::protobuf::LOGLEVEL_WARNING:
+      spdlog::warn("libprotobuf {}:{}: {}", filename, line, message);
+      break;
+    default:
+      spdlog::error("libprotobuf {}:{}: {}", filename, line, message);
+  }
+}
+
+// "String field 'pitlane.v1.GetStateRequest.session_id' contains invalid UTF-8 data when
+// parsing a protocol buffer. ..." -> "pitlane.v1.GetStateRequest.session_id".
+std::string InvalidUtf8Field(const std::string& complaints) {
+  if (!absl::StrContains(complaints, "invalid UTF-8")) return "";
+  const std::vector<std::string> parts = absl::StrSplit(complaints, '\'');
+  return parts.size() >= 2 ? parts[1] : "";
+}
+
+}  // namespace
+
+void InstallProtobufLogHandler() { google::protobuf::SetLogHandler(&LogProtobuf); }
+
+absl::Status ParseRequest(const grpc::ByteBuffer& raw, google::protobuf::Message& out) {
+  std::string bytes;
+  std::vector<grpc::Slice> slices;
+  if (raw.Dump(&slices).ok()) {
+    bytes.reserve(raw.Length());
+    for (const grpc::Slice& slice : slices) {
+      bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+  }
+  std::string complaints;
+  parse_complaints = &complaints;
+  const bool parsed = out.ParseFromString(bytes);
+  parse_complaints = nullptr;
+  if (parsed) return absl::OkStatus();
+  const std::string field = InvalidUtf8Field(complaints);
+  if (field.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request: not a valid ", out.GetDescriptor()->full_name()));
+  }
+  // The request's own fields by their path; nested ones by their message.
+  const std::string prefix = absl::StrCat(out.GetDescriptor()->full_name(), ".");
+  if (absl::StartsWith(field, prefix)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request.", field.substr(prefix.size()), ": not valid UTF-8"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("request: ", field, " is not valid UTF-8"));
+}
+
+grpc::ByteBuffer SerializeMessage(const google::protobuf::Message& message) {
+  const std::string bytes = message.SerializeAsString();
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+}  // namespace pitlane::api
