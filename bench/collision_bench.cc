@@ -282,7 +282,7 @@ void BM_StepWorld(benchmark::State& state, Density density, std::size_t n, std::
 
 void BM_StepDynamicsOnly(benchmark::State& state, Density density, std::size_t n) {
   WorldState world_state = GetWorld(density, n, 0).state();
-  KinematicBicycleFleet& fleet = world_state.fleets.kinematic_bicycle;
+  KinematicBicycleFleet& fleet = world_state.fleets.Get<KinematicBicycleFleet>();
   for (auto _ : state) {
     fleet.Step(kDt_s, world_state.vehicles);
     benchmark::ClobberMemory();

@@ -64,7 +64,7 @@ void BM_Dynamics(benchmark::State& state, BicycleIntegrator integrator) {
   const std::int64_t n = state.range(0);
   const World world = MakeWorld(n, integrator);
   WorldState world_state = world.state();
-  KinematicBicycleFleet& fleet = world_state.fleets.kinematic_bicycle;
+  KinematicBicycleFleet& fleet = world_state.fleets.Get<KinematicBicycleFleet>();
   const double dt_s = world.params().dt_s;
   for (auto _ : state) {
     fleet.Step(dt_s, world_state.vehicles);

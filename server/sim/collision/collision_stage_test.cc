@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/sim/math/trig.h"
+#include "server/sim/testing/sim_test_context.h"
 #include "server/sim/world/world.h"
 #include "server/util/status_matchers.h"
 
@@ -26,27 +27,22 @@ constexpr double kLength_m = 4.5;
 constexpr double kWidth_m = 1.8;
 constexpr double kCenterOffset_m = 1.35;
 
-World MakeWorld(CollisionPolicy policy, std::optional<WorldBounds> bounds = std::nullopt) {
-  return *World::Create({.tick_rate_hz = kRate_hz,
-                         .seed = 7,
-                         .max_vehicles = 100000,
-                         .collision_policy = policy,
-                         .bounds = bounds});
+// The world of these tests: room for the random scenes.
+WorldSpec TestWorld(CollisionPolicy policy, std::optional<WorldBounds> bounds = std::nullopt) {
+  return {.tick_rate_hz = kRate_hz,
+          .seed = 7,
+          .max_vehicles = 100000,
+          .collision_policy = policy,
+          .bounds = bounds};
 }
 
-// A vehicle whose body centre is at (x, y), heading `yaw`, moving at `speed`.
-VehicleSpec CarAt(double center_x_m, double center_y_m, double yaw_rad, double speed_mps) {
+// The default car, allowed 500 m/s either way: some scenes throw cars through walls.
+VehicleSpec FastCar() {
   VehicleSpec spec;
-  spec.initial_pose = {.x_m = center_x_m - kCenterOffset_m * std::cos(yaw_rad),
-                       .y_m = center_y_m - kCenterOffset_m * std::sin(yaw_rad),
-                       .yaw_rad = yaw_rad};
-  spec.initial_speed_mps = speed_mps;
   spec.limits.max_speed_mps = 500.0;
   spec.limits.max_reverse_speed_mps = 500.0;
   return spec;
 }
-
-VehicleId SpawnOne(World& world, const VehicleSpec& spec) { return world.Spawn({spec})->front(); }
 
 // Steps until the first event or `max_ticks`; returns the events of that tick.
 std::vector<ContactEvent> StepUntilEvent(World& world, int max_ticks) {
@@ -75,9 +71,10 @@ TEST(CollisionStageTest, BodyBoxIsPlacedFromTheRearAxle) {
 // 0.1 m overlap. Under REPORT they pass through each other and separate once
 // |20 - 0.2 t| > 4.5, first at t = 123.
 TEST(CollisionStageTest, HeadOnReportBeginsAndEndsAtTheClosedFormTicks) {
-  World world = MakeWorld(CollisionPolicy::kReport);
-  const VehicleId a = SpawnOne(world, CarAt(0.0, 0.0, 0.0, 5.0));
-  const VehicleId b = SpawnOne(world, CarAt(20.0, 0.0, kPi, 5.0));
+  SimTestContext sim(TestWorld(CollisionPolicy::kReport));
+  World& world = sim.world();
+  const VehicleId a = sim.Spawn(CarAt(0.0, 0.0, 0.0, 5.0, FastCar()));
+  const VehicleId b = sim.Spawn(CarAt(20.0, 0.0, kPi, 5.0, FastCar()));
 
   const std::vector<ContactEvent> began = StepUntilEvent(world, 200);
   ASSERT_EQ(began.size(), 1u);
@@ -107,10 +104,11 @@ TEST(CollisionStageTest, HeadOnReportBeginsAndEndsAtTheClosedFormTicks) {
 // Under STOP the same head-on halts both cars at tick 78, where they touched, for good: they
 // ignore later controls, and the contact stays in effect.
 TEST(CollisionStageTest, HeadOnStopHaltsBothCarsAndIgnoresControls) {
-  World world = MakeWorld(CollisionPolicy::kStop);
-  const VehicleId a = SpawnOne(world, CarAt(0.0, 0.0, 0.0, 5.0));
-  const VehicleId b = SpawnOne(world, CarAt(20.0, 0.0, kPi, 5.0));
-  const VehicleId bystander = SpawnOne(world, CarAt(0.0, 30.0, 0.0, 5.0));
+  SimTestContext sim(TestWorld(CollisionPolicy::kStop));
+  World& world = sim.world();
+  const VehicleId a = sim.Spawn(CarAt(0.0, 0.0, 0.0, 5.0, FastCar()));
+  const VehicleId b = sim.Spawn(CarAt(20.0, 0.0, kPi, 5.0, FastCar()));
+  const VehicleId bystander = sim.Spawn(CarAt(0.0, 30.0, 0.0, 5.0, FastCar()));
   ASSERT_EQ(StepUntilEvent(world, 200).size(), 1u);
   ASSERT_EQ(world.tick(), 78u);
   const std::vector<VehicleSnapshot> at_crash = world.Snapshot();
@@ -143,9 +141,10 @@ TEST(CollisionStageTest, HeadOnStopHaltsBothCarsAndIgnoresControls) {
 // cars touch when 10 - 0.1 t <= 4.5, first at t = 55 (overlap 0.0 +- rounding: 10 - 5.5 = 4.5
 // exactly touching). Normal along +x from the follower (lower id) to the leader.
 TEST(CollisionStageTest, RearEndTouchesExactlyAtTheClosedFormTick) {
-  World world = MakeWorld(CollisionPolicy::kReport);
-  SpawnOne(world, CarAt(0.0, 0.0, 0.0, 10.0));
-  SpawnOne(world, CarAt(10.0, 0.0, 0.0, 5.0));
+  SimTestContext sim(TestWorld(CollisionPolicy::kReport));
+  World& world = sim.world();
+  sim.Spawn(CarAt(0.0, 0.0, 0.0, 10.0, FastCar()));
+  sim.Spawn(CarAt(10.0, 0.0, 0.0, 5.0, FastCar()));
   const std::vector<ContactEvent> began = StepUntilEvent(world, 100);
   ASSERT_EQ(began.size(), 1u);
   // Touching happens at t = 55 up to the tolerance; the summed positions may land a few ulps
@@ -158,12 +157,13 @@ TEST(CollisionStageTest, RearEndTouchesExactlyAtTheClosedFormTick) {
 // T-bone: a car crossing northbound hits the side of a parked car. Only those two crash under
 // STOP; the normal points from the lower id (the crossing car, south) to the parked one: +y.
 TEST(CollisionStageTest, TBoneCrashesOnlyTheTwoInvolved) {
-  World world = MakeWorld(CollisionPolicy::kStop);
+  SimTestContext sim(TestWorld(CollisionPolicy::kStop));
+  World& world = sim.world();
   // Crossing car, id 1: centre at (0, -10), heading north at 10 m/s (0.2 m per tick).
-  const VehicleId crossing = SpawnOne(world, CarAt(0.0, -10.0, kPi / 2, 10.0));
+  const VehicleId crossing = sim.Spawn(CarAt(0.0, -10.0, kPi / 2, 10.0, FastCar()));
   // Parked car, id 2: centre at origin, heading east; its south side is at y = -0.9.
-  const VehicleId parked = SpawnOne(world, CarAt(0.0, 0.0, 0.0, 0.0));
-  const VehicleId other = SpawnOne(world, CarAt(50.0, 0.0, 0.0, 0.0));
+  const VehicleId parked = sim.Spawn(CarAt(0.0, 0.0, 0.0, 0.0, FastCar()));
+  const VehicleId other = sim.Spawn(CarAt(50.0, 0.0, 0.0, 0.0, FastCar()));
   // The crossing car's front reaches y = -10 + 2.25 + 0.2 t; touching when >= -0.9:
   // t >= 34.25, first at t = 35 with 0.15 m overlap.
   const std::vector<ContactEvent> began = StepUntilEvent(world, 100);
@@ -189,9 +189,10 @@ TEST(CollisionStageTest, ParallelTouchingEdgesAreAContactANearMissIsNot) {
     bool contact;
   };
   for (const Case& c : {Case{0.0, true}, Case{0.5e-6, true}, Case{0.01, false}}) {
-    World world = MakeWorld(CollisionPolicy::kReport);
-    SpawnOne(world, CarAt(3.0, 0.0, 0.0, 0.0));
-    SpawnOne(world, CarAt(3.0, kWidth_m + c.gap_m, 0.0, 0.0));
+    SimTestContext sim(TestWorld(CollisionPolicy::kReport));
+    World& world = sim.world();
+    sim.Spawn(CarAt(3.0, 0.0, 0.0, 0.0, FastCar()));
+    sim.Spawn(CarAt(3.0, kWidth_m + c.gap_m, 0.0, 0.0, FastCar()));
     world.Step();
     EXPECT_EQ(world.contacts().size(), c.contact ? 1u : 0u) << "gap " << c.gap_m;
     if (c.contact) {
@@ -204,8 +205,9 @@ TEST(CollisionStageTest, ParallelTouchingEdgesAreAContactANearMissIsNot) {
 // One car entirely inside a larger box obstacle, and a car inside another car: contacts with
 // the full overlap along the least axis.
 TEST(CollisionStageTest, BoxInsideAnotherIsAContact) {
-  World world = MakeWorld(CollisionPolicy::kReport);
-  const VehicleId car = SpawnOne(world, CarAt(0.0, 0.0, 0.0, 0.0));
+  SimTestContext sim(TestWorld(CollisionPolicy::kReport));
+  World& world = sim.world();
+  const VehicleId car = sim.Spawn(CarAt(0.0, 0.0, 0.0, 0.0, FastCar()));
   const ObstacleId pad =
       world.AddObstacles({{.center_x_m = 0.0, .center_y_m = 0.0, .length_m = 10.0,
                            .width_m = 10.0}})
@@ -220,8 +222,9 @@ TEST(CollisionStageTest, BoxInsideAnotherIsAContact) {
 // A car at 10 m/s into a 0.1 m thick wall obstacle whose near face is at x = 20: the front
 // starts at 2.25 and gains 0.2 m per tick, touching at 2.25 + 0.2 t >= 20, t = 88.75 -> 89.
 TEST(CollisionStageTest, CarIntoThinWallStopsAtTheWall) {
-  World world = MakeWorld(CollisionPolicy::kStop);
-  const VehicleId car = SpawnOne(world, CarAt(0.0, 0.0, 0.0, 10.0));
+  SimTestContext sim(TestWorld(CollisionPolicy::kStop));
+  World& world = sim.world();
+  const VehicleId car = sim.Spawn(CarAt(0.0, 0.0, 0.0, 10.0, FastCar()));
   const ObstacleId wall = world.AddObstacles({{.center_x_m = 20.05, .center_y_m = 0.0,
                                                 .length_m = 0.1, .width_m = 20.0}})
                               ->front();
@@ -244,8 +247,9 @@ TEST(CollisionStageTest, FastCarCannotTunnelThroughAThinWall) {
   const ObstacleSpec wall{.center_x_m = 17.025, .center_y_m = 0.0, .length_m = 0.05,
                           .width_m = 20.0};
   {
-    World world = MakeWorld(CollisionPolicy::kReport);
-    SpawnOne(world, CarAt(0.0, 0.0, 0.0, 350.0));
+    SimTestContext sim(TestWorld(CollisionPolicy::kReport));
+    World& world = sim.world();
+    sim.Spawn(CarAt(0.0, 0.0, 0.0, 350.0, FastCar()));
     ASSERT_TRUE(world.AddObstacles({wall}).ok());
     std::vector<ContactEvent> events;
     for (int i = 0; i < 5; ++i) world.Step(&events);
@@ -256,8 +260,9 @@ TEST(CollisionStageTest, FastCarCannotTunnelThroughAThinWall) {
     EXPECT_EQ(events[1].tick, 4u);
   }
   {
-    World world = MakeWorld(CollisionPolicy::kStop);
-    SpawnOne(world, CarAt(0.0, 0.0, 0.0, 350.0));
+    SimTestContext sim(TestWorld(CollisionPolicy::kStop));
+    World& world = sim.world();
+    sim.Spawn(CarAt(0.0, 0.0, 0.0, 350.0, FastCar()));
     ASSERT_TRUE(world.AddObstacles({wall}).ok());
     for (int i = 0; i < 5; ++i) world.Step();
     const VehicleSnapshot car = world.Snapshot()[0];
@@ -278,8 +283,9 @@ TEST(CollisionStageTest, FastCarUnderReportTouchesWhatItCrossesAndWhereItEnds) {
   const ObstacleSpec wall{.center_x_m = 17.025, .length_m = 0.05, .width_m = 20.0};
   const ObstacleSpec post{.center_x_m = 23.5, .length_m = 1.0, .width_m = 1.0};
   for (const CollisionPolicy policy : {CollisionPolicy::kReport, CollisionPolicy::kStop}) {
-    World world = MakeWorld(policy);
-    const VehicleId car = SpawnOne(world, CarAt(0.0, 0.0, 0.0, 350.0));
+    SimTestContext sim(TestWorld(policy));
+    World& world = sim.world();
+    const VehicleId car = sim.Spawn(CarAt(0.0, 0.0, 0.0, 350.0, FastCar()));
     const std::vector<ObstacleId> ids = *world.AddObstacles({wall, post});
     for (int i = 0; i < 3; ++i) world.Step();
     std::vector<ContactPair> pairs;
@@ -300,9 +306,10 @@ TEST(CollisionStageTest, FastCarUnderReportTouchesWhatItCrossesAndWhereItEnds) {
 TEST(CollisionStageTest, BoundaryWalls) {
   const WorldBounds bounds{.min_x_m = -10.0, .min_y_m = -25.0, .max_x_m = 100.0,
                            .max_y_m = 25.0};
-  World world = MakeWorld(CollisionPolicy::kStop, bounds);
-  const VehicleId runner = SpawnOne(world, CarAt(0.0, 0.0, 0.0, 10.0));
-  const VehicleId corner = SpawnOne(world, CarAt(-10.0 + 2.25, -25.0 + 0.9, 0.0, 0.0));
+  SimTestContext sim(TestWorld(CollisionPolicy::kStop, bounds));
+  World& world = sim.world();
+  const VehicleId runner = sim.Spawn(CarAt(0.0, 0.0, 0.0, 10.0, FastCar()));
+  const VehicleId corner = sim.Spawn(CarAt(-10.0 + 2.25, -25.0 + 0.9, 0.0, 0.0, FastCar()));
   world.Step();
   EXPECT_THAT(world.contacts(),
               ElementsAre(testing::Field(&Contact::pair,
@@ -323,9 +330,10 @@ TEST(CollisionStageTest, BoundaryWalls) {
 
 // Removing a vehicle or obstacle in contact ends its contacts at the next step.
 TEST(CollisionStageTest, RemovalEndsContacts) {
-  World world = MakeWorld(CollisionPolicy::kReport);
-  const VehicleId a = SpawnOne(world, CarAt(0.0, 0.0, 0.0, 0.0));
-  const VehicleId b = SpawnOne(world, CarAt(1.0, 0.0, 0.0, 0.0));
+  SimTestContext sim(TestWorld(CollisionPolicy::kReport));
+  World& world = sim.world();
+  const VehicleId a = sim.Spawn(CarAt(0.0, 0.0, 0.0, 0.0, FastCar()));
+  const VehicleId b = sim.Spawn(CarAt(1.0, 0.0, 0.0, 0.0, FastCar()));
   const ObstacleId rock =
       world.AddObstacles({{.center_x_m = -2.0, .length_m = 1.0, .width_m = 1.0}})->front();
   std::vector<ContactEvent> events;
@@ -345,7 +353,8 @@ TEST(CollisionStageTest, RemovalEndsContacts) {
 }
 
 TEST(CollisionStageTest, RejectsBadObstaclesAndBounds) {
-  World world = MakeWorld(CollisionPolicy::kReport);
+  SimTestContext sim(TestWorld(CollisionPolicy::kReport));
+  World& world = sim.world();
   const auto bad = world.AddObstacles({{.length_m = 1.0, .width_m = 1.0},
                                        {.center_x_m = NAN, .length_m = 1.0, .width_m = 1.0}});
   EXPECT_THAT(bad,
@@ -377,15 +386,16 @@ TEST(CollisionStageTest, ContactsEqualAllPairsOracleOnRandomScenes) {
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   for (int scene = 0; scene < 20; ++scene) {
     const double side_m = 120.0;
-    World world = MakeWorld(CollisionPolicy::kReport,
-                            WorldBounds{-side_m / 2, -side_m / 2, side_m / 2, side_m / 2});
+    SimTestContext sim(TestWorld(CollisionPolicy::kReport,
+                                 WorldBounds{-side_m / 2, -side_m / 2, side_m / 2, side_m / 2}));
+    World& world = sim.world();
     const bool many_vehicles = scene % 2 == 0;
     std::vector<VehicleSpec> specs(many_vehicles ? 300 : 60);
     for (VehicleSpec& spec : specs) {
       // Slow enough (<= 3 m/s) that no car moves half its width in a tick: every sweep is a
       // single sample at the end pose, which is what the oracle tests.
       spec = CarAt((unit(rng) - 0.5) * side_m, (unit(rng) - 0.5) * side_m, unit(rng) * 2 * kPi,
-                   unit(rng) * 3.0);
+                   unit(rng) * 3.0, FastCar());
       spec.length_m = 2.0 + 6.0 * unit(rng);
       spec.width_m = 1.0 + 1.5 * unit(rng);
       spec.model = KinematicBicycleSpec{.wheelbase_m = 0.6 * spec.length_m};
@@ -457,10 +467,11 @@ TEST(CollisionStageTest, ContactsEqualAllPairsOracleOnRandomScenes) {
 TEST(CollisionStageTest, FleetKeepsTheBodyAxisOfItsYaw) {
   for (const BicycleIntegrator integrator :
        {BicycleIntegrator::kSemiImplicitEuler, BicycleIntegrator::kExactArc}) {
-    World world = MakeWorld(CollisionPolicy::kReport);
+    SimTestContext sim(TestWorld(CollisionPolicy::kReport));
+    World& world = sim.world();
     std::vector<VehicleSpec> specs;
     for (int i = 0; i < 20; ++i) {
-      VehicleSpec spec = CarAt(20.0 * i, 0.0, 0.3 * i, 2.0 + i);
+      VehicleSpec spec = CarAt(20.0 * i, 0.0, 0.3 * i, 2.0 + i, FastCar());
       std::get<KinematicBicycleSpec>(spec.model).integrator = integrator;
       specs.push_back(spec);
     }
@@ -491,12 +502,14 @@ TEST(CollisionStageTest, FleetKeepsTheBodyAxisOfItsYaw) {
 // Same inputs, same events and state hash: the stage adds no order dependence.
 TEST(CollisionStageTest, DeterministicEventsAndHash) {
   const auto run = [] {
-    World world = MakeWorld(CollisionPolicy::kStop);
+    SimTestContext sim(TestWorld(CollisionPolicy::kStop));
+    World& world = sim.world();
     std::mt19937_64 rng(99);
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     std::vector<VehicleSpec> specs(500);
     for (VehicleSpec& spec : specs) {
-      spec = CarAt(unit(rng) * 100.0, unit(rng) * 100.0, unit(rng) * 2 * kPi, unit(rng) * 10.0);
+      spec = CarAt(unit(rng) * 100.0, unit(rng) * 100.0, unit(rng) * 2 * kPi, unit(rng) * 10.0,
+                   FastCar());
     }
     (void)world.Spawn(specs);
     std::vector<ContactEvent> events;

@@ -1,6 +1,6 @@
 // Built-in drivers: what a vehicle no client drives does each tick. Specs only; drivers.h has
 // the code. A driver states an intent (a speed to hold, a route to follow) and maps it onto
-// the inputs of whatever model the vehicle runs.
+// the inputs of whatever model the vehicle runs. Routes themselves are in route.h.
 #ifndef PITLANE_SERVER_SIM_DRIVERS_DRIVER_SPEC_H_
 #define PITLANE_SERVER_SIM_DRIVERS_DRIVER_SPEC_H_
 
@@ -10,21 +10,6 @@
 #include <vector>
 
 namespace pitlane::sim {
-
-// A point of a route, metres, world frame.
-struct RoutePoint {
-  double x_m = 0.0;
-  double y_m = 0.0;
-};
-
-// A polyline the drivers follow (a track's centre line, a lane): at least 2 points, no two
-// consecutive points closer than 1 mm; closed routes loop from the last point back to the
-// first. Routes belong to a world (WorldSpec::routes) and are named there by index.
-struct Route {
-  std::vector<RoutePoint> points;
-  bool closed = false;
-  double lane_width_m = 3.5;  // Width of the lane around the line, metres, in (0, 100].
-};
 
 // Holds a speed, wheels straight: seed 000's accelerator device as a driver.
 struct CruiseDriverSpec {

@@ -8,6 +8,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/sim/testing/sim_test_context.h"
+#include "server/sim/testing/test_routes.h"
 #include "server/sim/world/world.h"
 #include "server/util/status_matchers.h"
 
@@ -18,35 +20,6 @@ using ::testing::DoubleNear;
 using ::testing::HasSubstr;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// Points on a circle of radius r about (cx, cy), counter-clockwise from angle `start`.
-std::vector<RoutePoint> Circle(double r, int n, double cx = 0.0, double cy = 0.0) {
-  std::vector<RoutePoint> points;
-  for (int i = 0; i < n; ++i) {
-    const double a = kTwoPi * i / n;
-    points.push_back({cx + r * std::cos(a), cy + r * std::sin(a)});
-  }
-  return points;
-}
-
-// scenarios/generate.py's oval: two straights of 2 half_straight along x at y = -+r, joined by
-// semicircles about (+-half_straight, 0), counter-clockwise, points about `step` apart.
-std::vector<RoutePoint> Oval(double half_straight, double r, double step) {
-  std::vector<RoutePoint> points;
-  const int n = std::max(2, static_cast<int>(2 * half_straight / step));
-  const int m = std::max(4, static_cast<int>(kPi * r / step));
-  for (int i = 0; i < n; ++i) points.push_back({-half_straight + 2 * half_straight * i / n, -r});
-  for (int i = 0; i < m; ++i) {
-    const double a = -kPi / 2 + kPi * i / m;
-    points.push_back({half_straight + r * std::cos(a), r * std::sin(a)});
-  }
-  for (int i = 0; i < n; ++i) points.push_back({half_straight - 2 * half_straight * i / n, r});
-  for (int i = 0; i < m; ++i) {
-    const double a = kPi / 2 + kPi * i / m;
-    points.push_back({-half_straight + r * std::cos(a), r * std::sin(a)});
-  }
-  return points;
-}
 
 VehicleSpec SpecOfKind(ModelKind kind) {
   VehicleSpec spec;
@@ -98,132 +71,19 @@ void PlaceOnRoute(const RouteParams& route, double s_m, VehicleSpec& spec) {
                        .yaw_rad = std::atan2(v.dir_y, v.dir_x)};
 }
 
-World MakeWorld(std::vector<Route> routes, std::uint32_t max_vehicles = 20,
-                CollisionPolicy policy = CollisionPolicy::kReport) {
-  absl::StatusOr<World> world = World::Create({.tick_rate_hz = 50,
-                                               .max_vehicles = max_vehicles,
-                                               .collision_policy = policy,
-                                               .routes = std::move(routes)});
-  EXPECT_TRUE(world.ok()) << world.status();
-  return *std::move(world);
+// The world of these tests: 50 Hz, with `routes` for the drivers.
+WorldSpec TestWorld(std::vector<Route> routes, std::uint32_t max_vehicles = 20,
+                    CollisionPolicy policy = CollisionPolicy::kReport) {
+  return {.tick_rate_hz = 50,
+          .max_vehicles = max_vehicles,
+          .collision_policy = policy,
+          .routes = std::move(routes)};
 }
 
 // The tracking point of a vehicle: its reference point moved back by the driver's offset.
 RoutePoint TrackingPoint(const VehicleSnapshot& v, const DriverVehicleParams& params) {
   return {v.pose.x_m - params.tracking_offset_m * std::cos(v.pose.yaw_rad),
           v.pose.y_m - params.tracking_offset_m * std::sin(v.pose.yaw_rad)};
-}
-
-// ---------------------------------------------------------------------------------------------
-// Route geometry.
-
-TEST(DriverRoute, CircleHasItsCurvatureAndEnvelopeEverywhere) {
-  constexpr double kR = 30.0;
-  constexpr int kN = 360;
-  const RouteParams route = *MakeRouteParams({.points = Circle(kR, kN), .closed = true});
-  ASSERT_EQ(route.segment_count(), static_cast<std::uint32_t>(kN));
-  const double chord = 2 * kR * std::sin(kPi / kN);
-  EXPECT_NEAR(route.length_m, kN * chord, 1e-9);
-  // kappa = (2 pi / N) / chord: 1/R to (pi/N)²/6 relative.
-  for (const RouteVertex& v : route.vertices) {
-    EXPECT_NEAR(v.curvature_1pm, (kTwoPi / kN) / chord, 1e-12);
-    EXPECT_NEAR(v.curvature_1pm * kR, 1.0, 2e-5);
-    EXPECT_NEAR(v.envelope_m, chord / (kTwoPi / kN), 1e-9);
-  }
-}
-
-TEST(DriverRoute, StraightOpenRouteHasNoCorners) {
-  const RouteParams route =
-      *MakeRouteParams({.points = {{0, 0}, {50, 0}, {100, 0}}, .closed = false});
-  for (const RouteVertex& v : route.vertices) {
-    EXPECT_EQ(v.curvature_1pm, 0.0);
-    EXPECT_EQ(v.envelope_m, kInf);
-  }
-}
-
-TEST(DriverRoute, SharpCornerIsSpreadOverFourMetres) {
-  const RouteParams route =
-      *MakeRouteParams({.points = {{0, 0}, {50, 0}, {50, 50}, {0, 50}}, .closed = true});
-  for (std::size_t i = 0; i < 4; ++i) {
-    EXPECT_NEAR(route.vertices[i].curvature_1pm, (kPi / 2) / (2 * kCornerHalfSpread_m), 1e-15);
-  }
-  // Braking for the corner at s = 50 at 2 m/s² per unit a_lat: E(s) = R + 2 (50 - s).
-  std::uint32_t segment = 0;
-  RoutePointAt(route, 30.0, segment);
-  EXPECT_NEAR(CornerEnvelopeAt(route, segment, 30.0).envelope_m, 8 / kPi + 40.0, 1e-12);
-  // Just past the corner its radius holds for the spread, then the next braking curve.
-  RoutePointAt(route, 51.0, segment);
-  EXPECT_EQ(segment, 1u);
-  EXPECT_NEAR(CornerEnvelopeAt(route, segment, 51.0).envelope_m, 8 / kPi, 1e-12);
-  EXPECT_EQ(CornerEnvelopeAt(route, segment, 51.0).slope, 0.0);
-  EXPECT_NEAR(CornerEnvelopeAt(route, segment, 53.0).envelope_m, 8 / kPi + 2 * 47.0, 1e-12);
-}
-
-TEST(DriverRoute, ProjectionFromAHintFollowsAPointRoundTheLoop) {
-  const RouteParams route = *MakeRouteParams({.points = Oval(40.0, 25.0, 2.0), .closed = true});
-  std::uint32_t hint = 0;
-  double last_s = 0.0;
-  int laps = 0;
-  // A point 0.7 m left of the line, 0.37 m further each step, for two laps. Near a point where
-  // the route turns left it is nearer than 0.7 m to the next segment, by up to 0.7 (1 - cos)
-  // of the turn, and its projection lies up to 0.7 tan(turn) from where it was placed.
-  for (double s = 0.1; s < 2 * route.length_m; s += 0.37) {
-    std::uint32_t segment = hint;
-    const RoutePoint on = RoutePointAt(route, s, segment);
-    const RouteVertex& v = route.vertices[segment];
-    const double x = on.x_m - 0.7 * v.dir_y;
-    const double y = on.y_m + 0.7 * v.dir_x;
-    const RouteProjection near = ProjectOntoRouteFrom(route, x, y, hint);
-    const RouteProjection global = ProjectOntoRoute(route, x, y);
-    EXPECT_EQ(near.segment, global.segment) << s;
-    EXPECT_DOUBLE_EQ(near.s_m, global.s_m) << s;
-    EXPECT_NEAR(near.cross_track_m, 0.7, 0.01) << s;
-    const double ahead_m = std::remainder(near.s_m - s, route.length_m);
-    EXPECT_NEAR(ahead_m, 0.0, 0.06) << s;
-    if (near.s_m < last_s - 0.5 * route.length_m) ++laps;
-    last_s = near.s_m;
-    hint = near.segment;
-  }
-  EXPECT_EQ(laps, 1);
-  // Right of the line: negative.
-  EXPECT_NEAR(ProjectOntoRoute(route, 0.0, -25.0 - 1.5).cross_track_m, -1.5, 1e-12);
-}
-
-TEST(DriverRoute, LookaheadPointWrapsOnClosedRoutesAndStopsAtTheEndOfOpenOnes) {
-  const RouteParams loop =
-      *MakeRouteParams({.points = {{0, 0}, {10, 0}, {10, 10}, {0, 10}}, .closed = true});
-  std::uint32_t segment = 3;
-  RoutePoint p = RoutePointAt(loop, 42.5, segment);  // 2.5 m into the second lap.
-  EXPECT_EQ(segment, 0u);
-  EXPECT_DOUBLE_EQ(p.x_m, 2.5);
-  p = RoutePointAt(loop, -1.0, segment);  // Behind the start: the closing segment.
-  EXPECT_EQ(segment, 3u);
-  EXPECT_DOUBLE_EQ(p.y_m, 1.0);
-  const RouteParams line = *MakeRouteParams({.points = {{0, 0}, {10, 0}}});
-  segment = 0;
-  p = RoutePointAt(line, 25.0, segment);
-  EXPECT_DOUBLE_EQ(p.x_m, 10.0);
-}
-
-TEST(DriverRoute, ValidationNamesTheField) {
-  const auto route = [](std::vector<RoutePoint> points, bool closed = false,
-                        double lane_width_m = 3.5) {
-    return Route{.points = std::move(points), .closed = closed, .lane_width_m = lane_width_m};
-  };
-  const std::vector<std::pair<Route, std::string>> cases = {
-      {route({{0, 0}}), "points: at least 2"},
-      {route({{0, 0}, {1, 0}}, true), "points: at least 3"},
-      {route({{0, 0}, {std::nan(""), 0}}), "points[1].x_m"},
-      {route({{0, 0}, {1, 2e7}}), "points[1].y_m"},
-      {route({{0, 0}, {1, 0}, {1, 0.0005}}), "points[2]: 0.0005 m from the point before it"},
-      {route({{0, 0}, {1, 0}, {0, 1}, {0, 0}}, true), "points[0]: 0 m from the last point"},
-      {route({{0, 0}, {1, 0}}, false, 0.0), "lane_width_m"},
-      {route({{0, 0}, {1, 0}}, false, 101.0), "lane_width_m"},
-  };
-  for (const auto& [bad, field] : cases) {
-    const absl::StatusOr<RouteParams> params = MakeRouteParams(bad);
-    EXPECT_THAT(params, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(field))) << field;
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -309,7 +169,8 @@ struct Tracking {
 // 10 m/s from rest: its errors from t = 10 s to t = 40 s.
 Tracking FollowCircle(ModelKind kind) {
   constexpr double kR = 30.0;
-  World world = MakeWorld({Route{.points = Circle(kR, 720), .closed = true}});
+  SimTestContext sim(TestWorld({Route{.points = Circle(kR, 720), .closed = true}}));
+  World& world = sim.world();
   VehicleSpec spec = SpecOfKind(kind);
   spec.driver = RouteFollowerSpec{.target_speed_mps = 10.0, .max_lateral_acceleration_mps2 = 4.0};
   PlaceOnRoute(world.params().routes[0], 0.0, spec);
@@ -356,7 +217,8 @@ TEST(DriverFollower, TracksA30MetreCircleAt10MpsWithEveryModel) {
 TEST(DriverCruise, HoldsItsSpeedWithEveryModel) {
   for (const ModelKind kind : AllKinds()) {
     SCOPED_TRACE(ModelName(kind));
-    World world = MakeWorld({});
+    SimTestContext sim(TestWorld({}));
+    World& world = sim.world();
     VehicleSpec spec = SpecOfKind(kind);
     spec.initial_pose.yaw_rad = 0.3;
     spec.driver = CruiseDriverSpec{.target_speed_mps = 8.0};
@@ -371,12 +233,13 @@ TEST(DriverCruise, HoldsItsSpeedWithEveryModel) {
     EXPECT_LT(max_error_mps, 0.01);
   }
   // In reverse, for a model that has one.
-  World world = MakeWorld({});
+  SimTestContext sim(TestWorld({}));
+  World& world = sim.world();
   VehicleSpec spec = SpecOfKind(ModelKind::kKinematicBicycle);
   spec.initial_speed_mps = 4.0;
   spec.driver = CruiseDriverSpec{.target_speed_mps = -3.0};
   ASSERT_TRUE(world.Spawn({spec}).ok());
-  for (int t = 0; t < 10 * 50; ++t) world.Step();
+  sim.RunFor(10.0);
   EXPECT_NEAR(world.Snapshot()[0].speed_mps, -3.0, 1e-9);
 }
 
@@ -385,8 +248,9 @@ TEST(DriverCruise, HoldsItsSpeedWithEveryModel) {
 // makes its steering fade.
 TEST(DriverStyles, TurtleIsSlowestAndSpeederFastest) {
   const auto mean_speed = [](DriverStyle style, double* max_lateral_mps2) {
-    World world =
-        MakeWorld({Route{.points = Oval(40.0, 25.0, 2.0), .closed = true, .lane_width_m = 5.0}});
+    SimTestContext sim(
+        TestWorld({Route{.points = Oval(40.0, 25.0, 2.0), .closed = true, .lane_width_m = 5.0}}));
+    World& world = sim.world();
     VehicleSpec spec = SpecOfKind(ModelKind::kKinematicBicycle);
     spec.driver = RouteFollowerSpec{.target_speed_mps = 12.0, .style = style};
     PlaceOnRoute(world.params().routes[0], 0.0, spec);
@@ -461,7 +325,8 @@ TEST(DriverStyles, SpeederBrakesFullyOffTheLane) {
 // A speeder too fast for its tyres (four_wheel towards 25 m/s on a 30 m circle: it slides at
 // about 17 m/s, 1 g) slides off the lane, brakes, crawls back and tries again.
 TEST(DriverStyles, SpeederSlidesOffBrakesAndComesBack) {
-  World world = MakeWorld({Route{.points = Circle(30.0, 360), .closed = true}});
+  SimTestContext sim(TestWorld({Route{.points = Circle(30.0, 360), .closed = true}}));
+  World& world = sim.world();
   VehicleSpec spec = SpecOfKind(ModelKind::kFourWheel);
   spec.driver = RouteFollowerSpec{.target_speed_mps = 25.0, .style = DriverStyle::kSpeeder};
   PlaceOnRoute(world.params().routes[0], 0.0, spec);
@@ -490,7 +355,8 @@ TEST(DriverStyles, SpeederSlidesOffBrakesAndComesBack) {
 
 TEST(DriverStyles, CautiousLiftsAboveTheSlipSpeed) {
   const auto top_speed = [](DriverStyle style) {
-    World world = MakeWorld({Route{.points = {{0, 0}, {3000, 0}}}});
+    SimTestContext sim(TestWorld({Route{.points = {{0, 0}, {3000, 0}}}}));
+    World& world = sim.world();
     VehicleSpec spec = SpecOfKind(ModelKind::kForceBased);
     spec.driver = RouteFollowerSpec{.target_speed_mps = 45.0, .style = style};
     EXPECT_TRUE(world.Spawn({spec}).ok());
@@ -544,7 +410,8 @@ TEST(DriverStyles, CautiousLiftsBeyondTheLateralLimit) {
 TEST(DriverFollower, SlowsForTightCornersWithEveryModel) {
   for (const ModelKind kind : AllKinds()) {
     SCOPED_TRACE(ModelName(kind));
-    World world = MakeWorld({Route{.points = Oval(40.0, 10.0, 0.5), .closed = true}});
+    SimTestContext sim(TestWorld({Route{.points = Oval(40.0, 10.0, 0.5), .closed = true}}));
+    World& world = sim.world();
     VehicleSpec spec = SpecOfKind(kind);
     spec.driver = RouteFollowerSpec{.target_speed_mps = 15.0};
     PlaceOnRoute(world.params().routes[0], 0.0, spec);
@@ -616,8 +483,9 @@ TEST(DriverGap, FindLeadersWrapsRoundClosedRoutes) {
 // catch up and queue; none ever comes within the standstill gap of the car ahead, and no two
 // touch.
 TEST(DriverGap, CarsOnALoopKeepTheirGap) {
-  World world =
-      MakeWorld({Route{.points = Oval(40.0, 25.0, 2.0), .closed = true, .lane_width_m = 5.0}});
+  SimTestContext sim(
+      TestWorld({Route{.points = Oval(40.0, 25.0, 2.0), .closed = true, .lane_width_m = 5.0}}));
+  World& world = sim.world();
   const std::vector<std::pair<ModelKind, double>> cars = {
       {ModelKind::kKinematicBicycle, 15.0}, {ModelKind::kPhysicsBody, 8.0},
       {ModelKind::kSingleTrack, 14.0},      {ModelKind::kFrontWheelDrive, 12.0},
@@ -649,7 +517,8 @@ TEST(DriverGap, CarsOnALoopKeepTheirGap) {
 // Three cars on an open 300 m road: the first (a speeder, which ignores corners but not the
 // road's end) stops at its end, the others stop the standstill gap behind the car ahead.
 TEST(DriverGap, CarsStopBehindAStoppedCar) {
-  World world = MakeWorld({Route{.points = {{0, 0}, {150, 0}, {300, 0}}}});
+  SimTestContext sim(TestWorld({Route{.points = {{0, 0}, {150, 0}, {300, 0}}}}));
+  World& world = sim.world();
   const std::vector<std::pair<ModelKind, double>> cars = {{ModelKind::kSingleTrack, 0.0},
                                                           {ModelKind::kForceBased, 60.0},
                                                           {ModelKind::kKinematicBicycle, 200.0}};
@@ -681,7 +550,8 @@ TEST(DriverGap, CarsStopBehindAStoppedCar) {
 // Under STOP a follower that hits an obstacle on its lane is halted for good; the one behind
 // stops behind it and does not crash.
 TEST(DriverGap, StopsBehindACrashedCar) {
-  World world = MakeWorld({Route{.points = {{0, 0}, {500, 0}}}}, 5, CollisionPolicy::kStop);
+  SimTestContext sim(TestWorld({Route{.points = {{0, 0}, {500, 0}}}}, 5, CollisionPolicy::kStop));
+  World& world = sim.world();
   ASSERT_TRUE(world.AddObstacles({{.center_x_m = 120.0, .length_m = 1.0, .width_m = 3.0}}).ok());
   std::vector<VehicleSpec> specs;
   for (const double s : {60.0, 0.0}) {
@@ -691,7 +561,7 @@ TEST(DriverGap, StopsBehindACrashedCar) {
     specs.push_back(spec);
   }
   ASSERT_TRUE(world.Spawn(specs).ok());
-  for (int t = 0; t < 60 * 50; ++t) world.Step();
+  sim.RunFor(60.0);
   const std::vector<VehicleSnapshot> vehicles = world.Snapshot();
   EXPECT_TRUE(vehicles[0].crashed);
   EXPECT_FALSE(vehicles[1].crashed);
@@ -710,8 +580,10 @@ TEST(DriverWorld, ErrorsNameTheirFields) {
   EXPECT_THAT(bad_world,
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("routes[1].points[1].x_m")));
 
-  World world =
-      MakeWorld({Route{.points = {{0, 0}, {100, 0}}}, Route{.points = {{0, 5}, {100, 5}}}});
+  SimTestContext sim(
+      TestWorld({Route{.points = {{0, 0}, {100, 0}}}, Route{.points = {{0, 5}, {100, 5}}}}));
+
+  World& world = sim.world();
   struct Case {
     DriverSpec driver;
     ModelKind kind;
@@ -754,7 +626,8 @@ TEST(DriverWorld, ErrorsNameTheirFields) {
 }
 
 TEST(DriverWorld, ClientsCannotSetTheControlsOfADrivenVehicle) {
-  World world = MakeWorld({Route{.points = {{0, 0}, {100, 0}}}});
+  SimTestContext sim(TestWorld({Route{.points = {{0, 0}, {100, 0}}}}));
+  World& world = sim.world();
   VehicleSpec driven = SpecOfKind(ModelKind::kKinematicBicycle);
   driven.driver = RouteFollowerSpec{};
   VehicleSpec free = SpecOfKind(ModelKind::kKinematicBicycle);
@@ -772,8 +645,9 @@ TEST(DriverWorld, ClientsCannotSetTheControlsOfADrivenVehicle) {
 
 // Removing vehicles keeps every driver on its own vehicle.
 TEST(DriverWorld, RemovingVehiclesKeepsTheDriversAttached) {
-  World world = MakeWorld({Route{.points = Circle(30.0, 360), .closed = true},
-                           Route{.points = Circle(60.0, 720), .closed = true}});
+  SimTestContext sim(TestWorld({Route{.points = Circle(30.0, 360), .closed = true},
+                                Route{.points = Circle(60.0, 720), .closed = true}}));
+  World& world = sim.world();
   std::vector<VehicleSpec> specs;
   for (int i = 0; i < 6; ++i) {
     VehicleSpec spec = SpecOfKind(static_cast<ModelKind>(i % kModelKindCount));
@@ -787,7 +661,7 @@ TEST(DriverWorld, RemovingVehiclesKeepsTheDriversAttached) {
   ASSERT_TRUE(world.Remove(2).ok());
   ASSERT_TRUE(world.Remove(4).ok());
   ASSERT_EQ(world.state().drivers.size(), 3u);
-  for (int t = 0; t < 20 * 50; ++t) world.Step();
+  sim.RunFor(20.0);
   for (const DrivenVehicle& driven : world.state().drivers) {
     const VehicleId id = world.state().vehicles.ids[driven.row];
     SCOPED_TRACE(id);
@@ -805,7 +679,8 @@ TEST(DriverWorld, RemovingVehiclesKeepsTheDriversAttached) {
 // the drivers' state is in the hash.
 TEST(DriverWorld, IsDeterministic) {
   const auto make = [] {
-    World world = MakeWorld({Route{.points = Oval(40.0, 25.0, 2.0), .closed = true}});
+    SimTestContext sim(TestWorld({Route{.points = Oval(40.0, 25.0, 2.0), .closed = true}}));
+    World& world = sim.world();
     std::vector<VehicleSpec> specs;
     for (std::size_t i = 0; i < kModelKindCount; ++i) {
       VehicleSpec spec = SpecOfKind(static_cast<ModelKind>(i));

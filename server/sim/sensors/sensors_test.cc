@@ -19,9 +19,10 @@
 #include "server/sim/collision/collision.h"
 #include "server/sim/collision/collision_stage.h"
 #include "server/sim/math/geometry.h"
+#include "server/sim/testing/sim_test_context.h"
 #include "server/sim/vehicles/kinematic_bicycle.h"
-#include "server/sim/world/obstacle.h"
 #include "server/sim/vehicles/vehicle.h"
+#include "server/sim/world/obstacle.h"
 #include "server/sim/world/world.h"
 
 namespace pitlane::sim {
@@ -48,17 +49,14 @@ constexpr double kTolerance_m = 1e-9;
 // Angles: a few roundings of values below 2 pi (1 ulp is 9e-16 there).
 constexpr double kAngleTolerance_rad = 1e-12;
 
-// A car with its body centre at (x_m, y_m) heading yaw_rad.
+// The test car with its body centre at (x_m, y_m) heading yaw_rad; the centre lies
+// kCentreAhead_m ahead of its reference point.
 VehicleSpec CarCentredAt(double x_m, double y_m, double yaw_rad, double speed_mps = 0.0) {
-  VehicleSpec spec;
-  spec.length_m = kCarLength_m;
-  spec.width_m = kCarWidth_m;
-  spec.model = KinematicBicycleSpec{.wheelbase_m = 2.7, .rear_overhang_m = kRearOverhang_m};
-  spec.initial_pose = {.x_m = x_m - kCentreAhead_m * std::cos(yaw_rad),
-                       .y_m = y_m - kCentreAhead_m * std::sin(yaw_rad),
-                       .yaw_rad = yaw_rad};
-  spec.initial_speed_mps = speed_mps;
-  return spec;
+  VehicleSpec car;
+  car.length_m = kCarLength_m;
+  car.width_m = kCarWidth_m;
+  car.model = KinematicBicycleSpec{.wheelbase_m = 2.7, .rear_overhang_m = kRearOverhang_m};
+  return CarAt(x_m, y_m, yaw_rad, speed_mps, car);
 }
 
 ObstacleSpec Box(double x_m, double y_m, double length_m, double width_m, double yaw_rad = 0.0) {
@@ -69,12 +67,10 @@ ObstacleSpec Box(double x_m, double y_m, double length_m, double width_m, double
                       .width_m = width_m};
 }
 
-World MakeWorld(std::optional<WorldBounds> bounds = std::nullopt,
-                std::uint32_t max_vehicles = 1000) {
-  absl::StatusOr<World> world = World::Create(
-      {.tick_rate_hz = 50, .seed = 3, .max_vehicles = max_vehicles, .bounds = bounds});
-  EXPECT_TRUE(world.ok()) << world.status();
-  return *std::move(world);
+// The world of these tests: 50 Hz, seed 3, walls when given.
+WorldSpec TestWorld(std::optional<WorldBounds> bounds = std::nullopt,
+                    std::uint32_t max_vehicles = 1000) {
+  return {.tick_rate_hz = 50, .seed = 3, .max_vehicles = max_vehicles, .bounds = bounds};
 }
 
 VehicleSnapshot SnapshotOf(const World& world, VehicleId id) {
@@ -146,7 +142,8 @@ TEST(RangeScan, BeamsFanOutAsDocumented) {
   constexpr double kBoxWidth_m = 0.6;
   for (const Case& c : cases) {
     SCOPED_TRACE(absl::StrCat("fov ", c.fov_rad, " rad, ", c.beams, " beams"));
-    World world = MakeWorld();
+    SimTestContext sim(TestWorld());
+    World& world = sim.world();
     VehicleSpec scanner = CarCentredAt(kCentreX_m, kCentreY_m, kYaw_rad);
     scanner.range_scan =
         RangeScanSpec{.beam_count = c.beams, .field_of_view_rad = c.fov_rad, .max_range_m = 50.0};
@@ -176,7 +173,8 @@ TEST(RangeScan, BeamsFanOutAsDocumented) {
 }
 
 TEST(RangeScan, BoxesAheadBesideAndBehindAtTheirNearFaces) {
-  World world = MakeWorld();
+  SimTestContext sim(TestWorld());
+  World& world = sim.world();
   VehicleSpec scanner = CarCentredAt(0, 0, 0);
   // Beams at -180, -135, -90, -45, 0, 45, 90, 135 degrees.
   scanner.range_scan = RangeScanSpec{.beam_count = 8, .max_range_m = 50.0};
@@ -230,7 +228,8 @@ TEST(RangeScan, ForwardBeamMeetsTheNearestFace) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    World world = MakeWorld();
+    SimTestContext sim(TestWorld());
+    World& world = sim.world();
     VehicleSpec scanner = CarCentredAt(0, 0, 0);
     scanner.range_scan = ForwardBeam();
     ASSERT_TRUE(world.Spawn({scanner}).ok());
@@ -268,7 +267,8 @@ TEST(RangeScan, WallsAreMetWhereTheBeamCrossesTheirLines) {
   };
   for (const Case& c : {Case{0, 0, 0}, Case{5, -3, 0.3}, Case{-20, 30, -2.0}}) {
     SCOPED_TRACE(absl::StrCat("centre (", c.cx, ", ", c.cy, ") yaw ", c.yaw));
-    World world = MakeWorld(bounds);
+    SimTestContext sim(TestWorld(bounds));
+    World& world = sim.world();
     VehicleSpec scanner = CarCentredAt(c.cx, c.cy, c.yaw);
     scanner.range_scan = RangeScanSpec{.beam_count = 16, .max_range_m = kMaxRange_m};
     ASSERT_TRUE(world.Spawn({scanner}).ok());
@@ -294,8 +294,9 @@ TEST(RangeScan, WallsAreMetWhereTheBeamCrossesTheirLines) {
 
 TEST(RangeScan, ScannerBeyondAWallReadsZeroOnEveryBeam) {
   // Walls are half planes: a body centre east of the east wall is inside that wall.
-  World world =
-      MakeWorld(WorldBounds{.min_x_m = -30, .min_y_m = -25, .max_x_m = 40, .max_y_m = 35});
+  SimTestContext sim(
+      TestWorld(WorldBounds{.min_x_m = -30, .min_y_m = -25, .max_x_m = 40, .max_y_m = 35}));
+  World& world = sim.world();
   VehicleSpec scanner = CarCentredAt(50, 0, 0.4);
   scanner.range_scan = RangeScanSpec{.beam_count = 12};
   ASSERT_TRUE(world.Spawn({scanner}).ok());
@@ -303,7 +304,8 @@ TEST(RangeScan, ScannerBeyondAWallReadsZeroOnEveryBeam) {
 }
 
 TEST(RangeScan, NeverSeesItsOwnBodyButSeesAnotherOnTheSameSpot) {
-  World world = MakeWorld();
+  SimTestContext sim(TestWorld());
+  World& world = sim.world();
   VehicleSpec scanner = CarCentredAt(3, 4, 1.0);
   scanner.range_scan = RangeScanSpec{.beam_count = 360, .max_range_m = 1000.0};
   ASSERT_TRUE(world.Spawn({scanner}).ok());
@@ -593,7 +595,8 @@ TEST(RangeScan, SeesTinyNeighboursFarFromTheOrigin) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(absl::StrCat("scanner at x = ", c.x_m, ", target dx = ", c.target_dx_m));
-    World world = MakeWorld();
+    SimTestContext sim(TestWorld());
+    World& world = sim.world();
     VehicleSpec scanner = tiny_car(c.x_m, 0.0);
     // 8 beams: beam 5 at +45 degrees, beam 7 at +135 degrees. A range of 1 m is 200 cells, so
     // CastRay walks the grid rather than testing every object.
@@ -644,7 +647,8 @@ TEST(NearestObjects, ReportsTheFrameYawAndSpeedOfEachInRadius) {
   // wrapped to 8 - 2 pi. Obstacle 2: at (20, 20), 28.3 m away, outside.
   for (const std::uint32_t count : {8u, 2u}) {
     SCOPED_TRACE(absl::StrCat("count ", count));
-    World world = MakeWorld();
+    SimTestContext sim(TestWorld());
+    World& world = sim.world();
     VehicleSpec sensing = CarCentredAt(kCx, kCy, kYaw);
     sensing.nearest_objects = NearestObjectsSpec{.count = count, .radius_m = 25.0};
     ASSERT_TRUE(world
@@ -686,7 +690,8 @@ TEST(NearestObjects, TiesPutVehiclesFirstThenLowerIds) {
   // The sensing car is centred exactly at the origin heading +x; eight objects lie exactly
   // 10 m away (3-4-5 triangles and axis points: every coordinate is exact, so every distance
   // is exactly 10), one at 5 m. Obstacles are added in an order unrelated to their places.
-  World world = MakeWorld();
+  SimTestContext sim(TestWorld());
+  World& world = sim.world();
   VehicleSpec sensing = CarCentredAt(0, 0, 0);
   // The radius clears the ties by 0.5 m: the tie rule is tested, not the radius's edge.
   sensing.nearest_objects = NearestObjectsSpec{.count = 8, .radius_m = 10.5};
@@ -800,7 +805,8 @@ TEST(NearestObjects, EqualBruteForceSortOnRandomWorlds) {
   Random random(42);
   int ties = 0;
   for (int w = 0; w < 12; ++w) {
-    World world = MakeWorld();
+    SimTestContext sim(TestWorld());
+    World& world = sim.world();
     // Half the cars heading +x with centres on the integer lattice, half anywhere, and half
     // the obstacles at lattice points: exact integer offsets give many equal distances.
     std::vector<VehicleSpec> cars;
@@ -848,7 +854,8 @@ TEST(NearestObjects, EqualBruteForceSortOnRandomWorlds) {
 // Each change comes right after a step, so it alone makes the world's index stale; the
 // sensors must see it at once, and still after the next step (nothing moves).
 TEST(Sensors, SeeChangesMadeSinceTheLastStep) {
-  World world = MakeWorld();
+  SimTestContext sim(TestWorld());
+  World& world = sim.world();
   VehicleSpec sensing = CarCentredAt(0, 0, 0);
   sensing.range_scan = ForwardBeam();
   sensing.nearest_objects = NearestObjectsSpec{.count = 4, .radius_m = 50.0};

@@ -157,6 +157,42 @@ void HaltAxleDrive(const AxleDriveParams& params, AxleDriveInput& input, AxleDri
 // length_m / 2 − rear_overhang_m − wheelbase_m / 2 (0 for the default overhang).
 double AxleDriveBodyCenterOffset(const AxleDriveSpec& resolved, double length_m);
 
+// Seed 001's car with the engine on the front axle, and the all-wheel-drive variant the seed
+// left unimplemented: one model (this file), two entries on the wire.
+struct FrontWheelDriveSpec : AxleDriveSpec {};
+struct AllWheelDriveSpec : AxleDriveSpec {};
+
+// The model's traits, for the fleet that keeps its vehicles (fleet.h): its types and
+// functions under the names ModelFleet looks for.
+// Front- and all-wheel drive are one model, its axles fixed by the wire entry.
+template <typename SpecType, DriveAxles kAxles>
+struct AxleDriveModel {
+  using Spec = SpecType;
+  using Params = AxleDriveParams;
+  using Input = AxleDriveInput;
+  using State = AxleDriveState;
+  static Params MakeParams(const Spec& spec, const VehicleLimits& limits, double dt_s) {
+    return MakeAxleDriveParams(spec, kAxles, limits, dt_s);
+  }
+  static State MakeState(const Params& params, const Pose2& pose, double speed_mps) {
+    return MakeAxleDriveState(params, pose, speed_mps);
+  }
+  static Input MakeInput(const Params& params, const VehicleInput& input) {
+    return MakeAxleDriveInput(params, input.throttle, input.brake, input.steering_angle_rad);
+  }
+  static void Halt(const Params& params, Input& input, State& state) {
+    HaltAxleDrive(params, input, state);
+  }
+  static void Step(const Params& params, const Input& input, double dt_s, State& state) {
+    StepAxleDrive(params, input, dt_s, state);
+  }
+  static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
+    return ReadAxleDrive(params, input, state);
+  }
+};
+using FrontWheelDriveModel = AxleDriveModel<FrontWheelDriveSpec, DriveAxles::kFront>;
+using AllWheelDriveModel = AxleDriveModel<AllWheelDriveSpec, DriveAxles::kAll>;
+
 }  // namespace pitlane::sim
 
 #endif  // PITLANE_SERVER_SIM_VEHICLES_AXLE_DRIVE_H_

@@ -2,18 +2,25 @@
 //
 // ModelFleet<Model> stores, per slot, the model's Params, Input and State side by side (one
 // array of each) and steps them with the model's Step. `Model` is a traits type naming the
-// model's types and functions (see PhysicsBodyModel below). The kinematic bicycle keeps its
-// own column-per-variable fleet (kinematic_bicycle.h), tuned for 100k-vehicle worlds, with
-// the same member functions.
+// model's types and functions; each model's header ends with its own (PhysicsBodyModel in
+// physics_body.h, ...). The kinematic bicycle keeps its own column-per-variable fleet
+// (kinematic_bicycle.h), tuned for 100k-vehicle worlds, with the same member functions.
+//
+// Fleets, the world's set of fleets, is driven by one list of them (FleetList below): adding a
+// model adds its fleet there.
 #ifndef PITLANE_SERVER_SIM_VEHICLES_FLEET_H_
 #define PITLANE_SERVER_SIM_VEHICLES_FLEET_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <tuple>
 #include <type_traits>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/base/macros.h"
+#include "server/sim/math/trig.h"
 #include "server/sim/vehicles/axle_drive.h"
 #include "server/sim/vehicles/force_based.h"
 #include "server/sim/vehicles/four_wheel.h"
@@ -21,7 +28,6 @@
 #include "server/sim/vehicles/model_common.h"
 #include "server/sim/vehicles/physics_body.h"
 #include "server/sim/vehicles/single_track.h"
-#include "server/sim/math/trig.h"
 #include "server/sim/vehicles/vehicle.h"
 #include "server/sim/world/vehicle_table.h"
 
@@ -30,6 +36,7 @@ namespace pitlane::sim {
 template <typename Model>
 class ModelFleet {
  public:
+  using Spec = typename Model::Spec;
   using Params = typename Model::Params;
   using Input = typename Model::Input;
   using State = typename Model::State;
@@ -55,7 +62,7 @@ class ModelFleet {
   void Append(std::uint32_t row, const VehicleSpec& resolved_spec, double dt_s,
               VehicleTable& table) {
     ABSL_ASSERT(rows.empty() || row > rows.back());
-    const auto& model = std::get<typename Model::Spec>(resolved_spec.model);
+    const auto& model = std::get<Spec>(resolved_spec.model);
     rows.push_back(row);
     params.push_back(Model::MakeParams(model, LimitsOf(resolved_spec), dt_s));
     inputs.push_back(Input{});
@@ -110,197 +117,72 @@ class ModelFleet {
   }
 };
 
-// Traits of the models kept in a ModelFleet.
+// One fleet of each type listed, and the two ways of reaching them: all in turn (ForEach, whose
+// calls the compiler inlines, for the step's loops) and the one of a model kind (Visit).
+template <typename... ModelFleets>
+class FleetList {
+ public:
+  static constexpr std::size_t kSize = sizeof...(ModelFleets);
+  // The fleets come in the order of VehicleModelSpec's alternatives, which is ModelKind's.
+  static_assert(kSize == std::variant_size_v<VehicleModelSpec>);
+  static_assert([]<std::size_t... I>(std::index_sequence<I...>) {
+    return (std::is_same_v<typename ModelFleets::Spec,
+                           std::variant_alternative_t<I, VehicleModelSpec>> &&
+            ...);
+  }(std::index_sequence_for<ModelFleets...>{}));
 
-struct PhysicsBodyModel {
-  using Spec = PhysicsBodySpec;
-  using Params = PhysicsBodyParams;
-  using Input = PhysicsBodyInput;
-  using State = PhysicsBodyState;
-  static Params MakeParams(const Spec& spec, const VehicleLimits& limits, double dt_s) {
-    return MakePhysicsBodyParams(spec, limits, dt_s);
+  // The fleet of type `Fleet`.
+  template <typename Fleet>
+  Fleet& Get() {
+    return std::get<Fleet>(fleets_);
   }
-  static State MakeState(const Params& params, const Pose2& pose, double speed_mps) {
-    return MakePhysicsBodyState(params, pose, speed_mps);
+  template <typename Fleet>
+  const Fleet& Get() const {
+    return std::get<Fleet>(fleets_);
   }
-  static Input MakeInput(const Params& params, const VehicleInput& input) {
-    return MakePhysicsBodyInput(params, input.target_speed_mps, input.acceleration_mps2,
-                                input.yaw_rate_radps);
-  }
-  static void Halt(const Params& params, Input& input, State& state) {
-    HaltPhysicsBody(params, input, state);
-  }
-  static void Step(const Params& params, const Input& input, double dt_s, State& state) {
-    StepPhysicsBody(params, input, dt_s, state);
-  }
-  static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
-    return ReadPhysicsBody(params, input, state);
-  }
-};
 
-struct SingleTrackModel {
-  using Spec = SingleTrackSpec;
-  using Params = SingleTrackParams;
-  using Input = SingleTrackInput;
-  using State = SingleTrackState;
-  static Params MakeParams(const Spec& spec, const VehicleLimits& limits, double dt_s) {
-    return MakeSingleTrackParams(spec, limits, dt_s);
-  }
-  static State MakeState(const Params& params, const Pose2& pose, double speed_mps) {
-    return MakeSingleTrackState(params, pose, speed_mps);
-  }
-  static Input MakeInput(const Params& params, const VehicleInput& input) {
-    return MakeSingleTrackInput(params, input.acceleration_mps2, input.steering_angle_rad);
-  }
-  static void Halt(const Params& params, Input& input, State& state) {
-    HaltSingleTrack(params, input, state);
-  }
-  static void Step(const Params& params, const Input& input, double dt_s, State& state) {
-    StepSingleTrack(params, input, dt_s, state);
-  }
-  static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
-    return ReadSingleTrack(params, input, state);
-  }
-};
-
-// Front- and all-wheel drive: one model, its axles fixed by the wire entry.
-template <typename SpecType, DriveAxles kAxles>
-struct AxleDriveModel {
-  using Spec = SpecType;
-  using Params = AxleDriveParams;
-  using Input = AxleDriveInput;
-  using State = AxleDriveState;
-  static Params MakeParams(const Spec& spec, const VehicleLimits& limits, double dt_s) {
-    return MakeAxleDriveParams(spec, kAxles, limits, dt_s);
-  }
-  static State MakeState(const Params& params, const Pose2& pose, double speed_mps) {
-    return MakeAxleDriveState(params, pose, speed_mps);
-  }
-  static Input MakeInput(const Params& params, const VehicleInput& input) {
-    return MakeAxleDriveInput(params, input.throttle, input.brake, input.steering_angle_rad);
-  }
-  static void Halt(const Params& params, Input& input, State& state) {
-    HaltAxleDrive(params, input, state);
-  }
-  static void Step(const Params& params, const Input& input, double dt_s, State& state) {
-    StepAxleDrive(params, input, dt_s, state);
-  }
-  static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
-    return ReadAxleDrive(params, input, state);
-  }
-};
-using FrontWheelDriveModel = AxleDriveModel<FrontWheelDriveSpec, DriveAxles::kFront>;
-using AllWheelDriveModel = AxleDriveModel<AllWheelDriveSpec, DriveAxles::kAll>;
-
-struct ForceBasedModel {
-  using Spec = ForceBasedSpec;
-  using Params = ForceBasedParams;
-  using Input = ForceBasedInput;
-  using State = ForceBasedState;
-  static Params MakeParams(const Spec& spec, const VehicleLimits& limits, double dt_s) {
-    return MakeForceBasedParams(spec, limits, dt_s);
-  }
-  static State MakeState(const Params& params, const Pose2& pose, double speed_mps) {
-    return MakeForceBasedState(params, pose, speed_mps);
-  }
-  static Input MakeInput(const Params& params, const VehicleInput& input) {
-    return MakeForceBasedInput(params, input.throttle, input.brake, input.steering_angle_rad);
-  }
-  static void Halt(const Params& params, Input& input, State& state) {
-    HaltForceBased(params, input, state);
-  }
-  static void Step(const Params& params, const Input& input, double dt_s, State& state) {
-    StepForceBased(params, input, dt_s, state);
-  }
-  static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
-    return ReadForceBased(params, input, state);
-  }
-};
-
-struct FourWheelModel {
-  using Spec = FourWheelSpec;
-  using Params = FourWheelParams;
-  using Input = FourWheelInput;
-  using State = FourWheelState;
-  static Params MakeParams(const Spec& spec, const VehicleLimits& limits, double dt_s) {
-    return MakeFourWheelParams(spec, limits, dt_s);
-  }
-  static State MakeState(const Params& params, const Pose2& pose, double speed_mps) {
-    return MakeFourWheelState(params, pose, speed_mps);
-  }
-  static Input MakeInput(const Params& params, const VehicleInput& input) {
-    return MakeFourWheelInput(params, input.acceleration_mps2, input.steering_angle_rad);
-  }
-  static void Halt(const Params& params, Input& input, State& state) {
-    HaltFourWheel(params, input, state);
-  }
-  static void Step(const Params& params, const Input& input, double dt_s, State& state) {
-    StepFourWheel(params, input, dt_s, state);
-  }
-  static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
-    return ReadFourWheel(params, input, state);
-  }
-};
-
-// One fleet per model, in the order of ModelKind.
-struct Fleets {
-  KinematicBicycleFleet kinematic_bicycle;
-  ModelFleet<PhysicsBodyModel> physics_body;
-  ModelFleet<SingleTrackModel> single_track;
-  ModelFleet<FrontWheelDriveModel> front_wheel_drive;
-  ModelFleet<AllWheelDriveModel> all_wheel_drive;
-  ModelFleet<ForceBasedModel> force_based;
-  ModelFleet<FourWheelModel> four_wheel;
-
-  // Calls f(fleet) for every fleet.
+  // Calls f(fleet) for every fleet, in the order listed.
   template <typename F>
   void ForEach(F&& f) {
-    f(kinematic_bicycle);
-    f(physics_body);
-    f(single_track);
-    f(front_wheel_drive);
-    f(all_wheel_drive);
-    f(force_based);
-    f(four_wheel);
+    std::apply([&f](auto&... fleet) { (f(fleet), ...); }, fleets_);
   }
   template <typename F>
   void ForEach(F&& f) const {
-    f(kinematic_bicycle);
-    f(physics_body);
-    f(single_track);
-    f(front_wheel_drive);
-    f(all_wheel_drive);
-    f(force_based);
-    f(four_wheel);
+    std::apply([&f](const auto&... fleet) { (f(fleet), ...); }, fleets_);
   }
+
   // Calls f(fleet) for the fleet of `kind`, returning what it returns.
   template <typename F>
   decltype(auto) Visit(ModelKind kind, F&& f) {
-    switch (kind) {
-      case ModelKind::kKinematicBicycle: return f(kinematic_bicycle);
-      case ModelKind::kPhysicsBody: return f(physics_body);
-      case ModelKind::kSingleTrack: return f(single_track);
-      case ModelKind::kFrontWheelDrive: return f(front_wheel_drive);
-      case ModelKind::kAllWheelDrive: return f(all_wheel_drive);
-      case ModelKind::kForceBased: return f(force_based);
-      case ModelKind::kFourWheel: return f(four_wheel);
-    }
-    __builtin_unreachable();  // Every ModelKind is handled above.
+    return VisitFrom<0>(fleets_, static_cast<std::size_t>(kind), f);
   }
   template <typename F>
   decltype(auto) Visit(ModelKind kind, F&& f) const {
-    switch (kind) {
-      case ModelKind::kKinematicBicycle: return f(kinematic_bicycle);
-      case ModelKind::kPhysicsBody: return f(physics_body);
-      case ModelKind::kSingleTrack: return f(single_track);
-      case ModelKind::kFrontWheelDrive: return f(front_wheel_drive);
-      case ModelKind::kAllWheelDrive: return f(all_wheel_drive);
-      case ModelKind::kForceBased: return f(force_based);
-      case ModelKind::kFourWheel: return f(four_wheel);
-    }
-    __builtin_unreachable();  // Every ModelKind is handled above.
+    return VisitFrom<0>(fleets_, static_cast<std::size_t>(kind), f);
   }
+
+ private:
+  // f(the fleet at `index`), tried from position I on: a chain of comparisons that the
+  // compiler turns into a jump table, as it does a switch.
+  template <std::size_t I, typename Tuple, typename F>
+  static decltype(auto) VisitFrom(Tuple& fleets, std::size_t index, F& f) {
+    if constexpr (I + 1 == kSize) {
+      ABSL_ASSERT(index == I);
+      return f(std::get<I>(fleets));
+    } else {
+      if (index == I) return f(std::get<I>(fleets));
+      return VisitFrom<I + 1>(fleets, index, f);
+    }
+  }
+
+  std::tuple<ModelFleets...> fleets_;
 };
+
+// Every model's fleet: the one list to extend when a model is added.
+using Fleets =
+    FleetList<KinematicBicycleFleet, ModelFleet<PhysicsBodyModel>, ModelFleet<SingleTrackModel>,
+              ModelFleet<FrontWheelDriveModel>, ModelFleet<AllWheelDriveModel>,
+              ModelFleet<ForceBasedModel>, ModelFleet<FourWheelModel>>;
 
 }  // namespace pitlane::sim
 

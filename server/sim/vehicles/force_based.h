@@ -150,6 +150,33 @@ void HaltForceBased(const ForceBasedParams& params, ForceBasedInput& input, Forc
 // The reference point is the centre of the body: 0.
 double ForceBasedBodyCenterOffset(const ForceBasedSpec& resolved, double length_m);
 
+// The model's traits, for the fleet that keeps its vehicles (fleet.h): its types and
+// functions under the names ModelFleet looks for.
+struct ForceBasedModel {
+  using Spec = ForceBasedSpec;
+  using Params = ForceBasedParams;
+  using Input = ForceBasedInput;
+  using State = ForceBasedState;
+  static Params MakeParams(const Spec& spec, const VehicleLimits& limits, double dt_s) {
+    return MakeForceBasedParams(spec, limits, dt_s);
+  }
+  static State MakeState(const Params& params, const Pose2& pose, double speed_mps) {
+    return MakeForceBasedState(params, pose, speed_mps);
+  }
+  static Input MakeInput(const Params& params, const VehicleInput& input) {
+    return MakeForceBasedInput(params, input.throttle, input.brake, input.steering_angle_rad);
+  }
+  static void Halt(const Params& params, Input& input, State& state) {
+    HaltForceBased(params, input, state);
+  }
+  static void Step(const Params& params, const Input& input, double dt_s, State& state) {
+    StepForceBased(params, input, dt_s, state);
+  }
+  static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
+    return ReadForceBased(params, input, state);
+  }
+};
+
 }  // namespace pitlane::sim
 
 #endif  // PITLANE_SERVER_SIM_VEHICLES_FORCE_BASED_H_

@@ -242,6 +242,33 @@ void HaltFourWheel(const FourWheelParams& params, FourWheelInput& input, FourWhe
 // length / 2 - rear_overhang - (wheelbase - cg_to_front_axle).
 double FourWheelBodyCenterOffset(const FourWheelSpec& resolved, double length_m);
 
+// The model's traits, for the fleet that keeps its vehicles (fleet.h): its types and
+// functions under the names ModelFleet looks for.
+struct FourWheelModel {
+  using Spec = FourWheelSpec;
+  using Params = FourWheelParams;
+  using Input = FourWheelInput;
+  using State = FourWheelState;
+  static Params MakeParams(const Spec& spec, const VehicleLimits& limits, double dt_s) {
+    return MakeFourWheelParams(spec, limits, dt_s);
+  }
+  static State MakeState(const Params& params, const Pose2& pose, double speed_mps) {
+    return MakeFourWheelState(params, pose, speed_mps);
+  }
+  static Input MakeInput(const Params& params, const VehicleInput& input) {
+    return MakeFourWheelInput(params, input.acceleration_mps2, input.steering_angle_rad);
+  }
+  static void Halt(const Params& params, Input& input, State& state) {
+    HaltFourWheel(params, input, state);
+  }
+  static void Step(const Params& params, const Input& input, double dt_s, State& state) {
+    StepFourWheel(params, input, dt_s, state);
+  }
+  static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
+    return ReadFourWheel(params, input, state);
+  }
+};
+
 namespace four_wheel_internal {
 
 // atan(x), from +, -, *, / only (so it rounds the same on every IEEE-754 machine, unlike libm,

@@ -70,6 +70,8 @@ void StepKinematicBicycle(const KinematicBicycleParams& params, const KinematicB
 // The pose, speed and heading axes of each live in its row of the world's VehicleTable (the
 // fleet steps them there: one copy, streamed in row order); the fleet holds the rest.
 struct KinematicBicycleFleet {
+  using Spec = KinematicBicycleSpec;  // The model this fleet keeps (fleet.h's FleetList).
+
   // Fixed at spawn (rows shift down when a vehicle before them is removed).
   std::vector<std::uint32_t> rows;  // The vehicle's row in the world's VehicleTable.
   std::vector<KinematicBicycleParams> params;

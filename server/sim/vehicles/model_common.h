@@ -1,4 +1,5 @@
-// What every vehicle model shares: its resolved limits and the readout it reports.
+// What every vehicle model shares: the controls a client sends, its resolved limits and the
+// readout it reports.
 //
 // A model lives in its own files (kinematic_bicycle.h, physics_body.h, ...) as a set of plain
 // functions over value types: a Spec (what a client may set, unset = default), Params
@@ -12,8 +13,26 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
+
+#include "server/sim/world/ids.h"
 
 namespace pitlane::sim {
+
+// A control for one vehicle, as a client sends it: the union of every model's natural
+// inputs. A model reads its own fields; the others must be 0 (unset), else SetInputs rejects
+// the control (CheckControls). Values must be finite; they are clamped to the vehicle's
+// limits when applied, except throttle and brake, which must lie in [0, 1].
+struct VehicleInput {
+  VehicleId id = 0;
+  double acceleration_mps2 = 0.0;   // Signed longitudinal acceleration, m/s².
+  double steering_angle_rad = 0.0;  // Front-wheel angle, rad, positive turns left.
+  double throttle = 0.0;            // Accelerator pedal, in [0, 1].
+  double brake = 0.0;               // Brake pedal, in [0, 1].
+  // Speed for physics_body's accelerator device to hold, m/s; unset: none.
+  std::optional<double> target_speed_mps = {};
+  double yaw_rate_radps = 0.0;  // Heading change per second (physics_body), rad/s.
+};
 
 // Physical limits of a vehicle. Controls beyond them are clamped, never rejected.
 struct VehicleLimits {

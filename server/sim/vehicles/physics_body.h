@@ -90,6 +90,34 @@ void HaltPhysicsBody(const PhysicsBodyParams& params, PhysicsBodyInput& input,
 // The reference point is the body centre.
 inline double PhysicsBodyBodyCenterOffset(const PhysicsBodySpec&, double) { return 0.0; }
 
+// The model's traits, for the fleet that keeps its vehicles (fleet.h): its types and
+// functions under the names ModelFleet looks for.
+struct PhysicsBodyModel {
+  using Spec = PhysicsBodySpec;
+  using Params = PhysicsBodyParams;
+  using Input = PhysicsBodyInput;
+  using State = PhysicsBodyState;
+  static Params MakeParams(const Spec& spec, const VehicleLimits& limits, double dt_s) {
+    return MakePhysicsBodyParams(spec, limits, dt_s);
+  }
+  static State MakeState(const Params& params, const Pose2& pose, double speed_mps) {
+    return MakePhysicsBodyState(params, pose, speed_mps);
+  }
+  static Input MakeInput(const Params& params, const VehicleInput& input) {
+    return MakePhysicsBodyInput(params, input.target_speed_mps, input.acceleration_mps2,
+                                input.yaw_rate_radps);
+  }
+  static void Halt(const Params& params, Input& input, State& state) {
+    HaltPhysicsBody(params, input, state);
+  }
+  static void Step(const Params& params, const Input& input, double dt_s, State& state) {
+    StepPhysicsBody(params, input, dt_s, state);
+  }
+  static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
+    return ReadPhysicsBody(params, input, state);
+  }
+};
+
 }  // namespace pitlane::sim
 
 #endif  // PITLANE_SERVER_SIM_VEHICLES_PHYSICS_BODY_H_

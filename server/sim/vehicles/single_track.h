@@ -210,6 +210,33 @@ void HaltSingleTrack(const SingleTrackParams& params, SingleTrackInput& input,
 // length_m / 2 - rear_overhang_m - l_r.
 double SingleTrackBodyCenterOffset(const SingleTrackSpec& resolved, double length_m);
 
+// The model's traits, for the fleet that keeps its vehicles (fleet.h): its types and
+// functions under the names ModelFleet looks for.
+struct SingleTrackModel {
+  using Spec = SingleTrackSpec;
+  using Params = SingleTrackParams;
+  using Input = SingleTrackInput;
+  using State = SingleTrackState;
+  static Params MakeParams(const Spec& spec, const VehicleLimits& limits, double dt_s) {
+    return MakeSingleTrackParams(spec, limits, dt_s);
+  }
+  static State MakeState(const Params& params, const Pose2& pose, double speed_mps) {
+    return MakeSingleTrackState(params, pose, speed_mps);
+  }
+  static Input MakeInput(const Params& params, const VehicleInput& input) {
+    return MakeSingleTrackInput(params, input.acceleration_mps2, input.steering_angle_rad);
+  }
+  static void Halt(const Params& params, Input& input, State& state) {
+    HaltSingleTrack(params, input, state);
+  }
+  static void Step(const Params& params, const Input& input, double dt_s, State& state) {
+    StepSingleTrack(params, input, dt_s, state);
+  }
+  static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
+    return ReadSingleTrack(params, input, state);
+  }
+};
+
 }  // namespace pitlane::sim
 
 #endif  // PITLANE_SERVER_SIM_VEHICLES_SINGLE_TRACK_H_

@@ -37,11 +37,6 @@ struct KinematicBicycleSpec {
   BicycleIntegrator integrator = BicycleIntegrator::kSemiImplicitEuler;
 };
 
-// Seed 001's car with the engine on the front axle, and the all-wheel-drive variant the seed
-// left unimplemented: one model (axle_drive.h), two entries on the wire.
-struct FrontWheelDriveSpec : AxleDriveSpec {};
-struct AllWheelDriveSpec : AxleDriveSpec {};
-
 // The closed set of vehicle models, in the order of ModelKind.
 using VehicleModelSpec = std::variant<KinematicBicycleSpec, PhysicsBodySpec, SingleTrackSpec,
                                       FrontWheelDriveSpec, AllWheelDriveSpec, ForceBasedSpec,
@@ -147,21 +142,6 @@ struct BodyParams {
 
 // The body of a resolved spec, from its model's reference point.
 BodyParams BodyOf(const VehicleSpec& resolved);
-
-// A control for one vehicle, as a client sends it: the union of every model's natural
-// inputs. A model reads its own fields; the others must be 0 (unset), else SetInputs rejects
-// the control (CheckControls). Values must be finite; they are clamped to the vehicle's
-// limits when applied, except throttle and brake, which must lie in [0, 1].
-struct VehicleInput {
-  VehicleId id = 0;
-  double acceleration_mps2 = 0.0;   // Signed longitudinal acceleration, m/s².
-  double steering_angle_rad = 0.0;  // Front-wheel angle, rad, positive turns left.
-  double throttle = 0.0;            // Accelerator pedal, in [0, 1].
-  double brake = 0.0;               // Brake pedal, in [0, 1].
-  // Speed for physics_body's accelerator device to hold, m/s; unset: none.
-  std::optional<double> target_speed_mps = {};
-  double yaw_rate_radps = 0.0;      // Heading change per second (physics_body), rad/s.
-};
 
 // The controls that bring a vehicle of model `kind` moving at `speed_mps` to a stop without
 // reversing, for one tick of `dt_s`, wheels straight: full brake for the pedal models, target

@@ -504,7 +504,7 @@ std::uint64_t World::StateHash() const {
   hash.AddColumn(table.speed_mps);
   hash.AddColumn(table.cos_yaw);  // Derived from yaw, but not bit-exactly for every model.
   hash.AddColumn(table.sin_yaw);
-  const KinematicBicycleFleet& bicycles = state_.fleets.kinematic_bicycle;
+  const KinematicBicycleFleet& bicycles = state_.fleets.Get<KinematicBicycleFleet>();
   hash.AddColumn(bicycles.drive);
   hash.AddColumn(bicycles.steering_command_rad);
   hash.AddColumn(bicycles.acceleration_mps2);

@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/sim/testing/sim_test_context.h"
 #include "server/util/status_matchers.h"
 
 namespace pitlane::sim {
@@ -18,11 +19,9 @@ using ::testing::HasSubstr;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-World MakeWorld(std::uint32_t max_vehicles = 100) {
-  absl::StatusOr<World> world =
-      World::Create({.tick_rate_hz = 50, .seed = 7, .max_vehicles = max_vehicles});
-  EXPECT_TRUE(world.ok());
-  return *std::move(world);
+// The world of most tests here: 50 Hz, seed 7, room for `max_vehicles`.
+WorldSpec TestWorld(std::uint32_t max_vehicles = 100) {
+  return {.tick_rate_hz = 50, .seed = 7, .max_vehicles = max_vehicles};
 }
 
 VehicleSpec At(double x_m, double speed_mps = 0.0) {
@@ -50,7 +49,8 @@ TEST(World, CreateRejectsBadSpecsNamingTheField) {
 }
 
 TEST(World, SimTimeIsTickOverRateNotASum) {
-  World world = MakeWorld();
+  SimTestContext sim(TestWorld());
+  World& world = sim.world();
   for (int i = 0; i < 3; ++i) world.Step();
   EXPECT_EQ(world.tick(), 3u);
   EXPECT_EQ(world.sim_time_s(), 3 / 50.0);
@@ -58,7 +58,8 @@ TEST(World, SimTimeIsTickOverRateNotASum) {
 }
 
 TEST(World, IdsStartAtOneAndAreNeverReused) {
-  World world = MakeWorld();
+  SimTestContext sim(TestWorld());
+  World& world = sim.world();
   EXPECT_THAT(*world.Spawn({At(0), At(10), At(20)}), ElementsAre(1, 2, 3));
   ASSERT_TRUE(world.Remove(2).ok());
   EXPECT_THAT(world.Remove(2), StatusIs(absl::StatusCode::kNotFound));
@@ -71,14 +72,14 @@ TEST(World, IdsStartAtOneAndAreNeverReused) {
 // A world that replaces another (a session's reset) continues its counters: no id of the old
 // world names anything in the new one.
 TEST(World, IdsContinueFromTheCountersOfTheWorldReplaced) {
-  World old_world = MakeWorld();
+  SimTestContext old_world_sim(TestWorld());
+  World& old_world = old_world_sim.world();
   EXPECT_THAT(*old_world.Spawn({At(0), At(10)}), ElementsAre(1, 2));
   EXPECT_THAT(*old_world.AddObstacles({{.center_x_m = 50}}), ElementsAre(1));
   EXPECT_EQ(old_world.next_ids().next_vehicle_id, 3u);
   EXPECT_EQ(old_world.next_ids().next_obstacle_id, 2u);
 
-  World world = *World::Create({.tick_rate_hz = 50, .seed = 7, .max_vehicles = 100},
-                               old_world.next_ids());
+  World world = *World::Create(TestWorld(), old_world.next_ids());
   EXPECT_THAT(*world.Spawn({At(0)}), ElementsAre(3));
   EXPECT_THAT(*world.AddObstacles({{.center_x_m = 50}}), ElementsAre(2));
   EXPECT_THAT(world.Remove(1), StatusIs(absl::StatusCode::kNotFound));
@@ -90,7 +91,7 @@ TEST(World, IdsContinueFromTheCountersOfTheWorldReplaced) {
 // A reset's world reproduces a run: its hash counts ids from its first ones.
 TEST(World, StateHashCountsIdsFromTheFirstOnes) {
   const auto run = [](IdCounters first_ids) {
-    World world = *World::Create({.tick_rate_hz = 50, .seed = 7, .max_vehicles = 100}, first_ids);
+    World world = *World::Create(TestWorld(), first_ids);
     // Overlapping cars and an obstacle: contacts of both kinds, which name ids too.
     EXPECT_TRUE(world.AddObstacles({{.center_x_m = 3}}).ok());
     EXPECT_TRUE(world.Spawn({At(0, 1.0), At(1, 2.0), At(30)}).ok());
@@ -103,7 +104,8 @@ TEST(World, StateHashCountsIdsFromTheFirstOnes) {
 
 // Rows renumber when a vehicle is removed; lookups by id follow them.
 TEST(World, LookupsByIdFollowRowsAfterRemovals) {
-  World world = MakeWorld();
+  SimTestContext sim(TestWorld());
+  World& world = sim.world();
   ASSERT_TRUE(world.Spawn({At(0, 1.0), At(10, 2.0), At(20, 3.0), At(30, 4.0)}).ok());
   ASSERT_TRUE(world.Remove(2).ok());
   ASSERT_TRUE(world.Remove(1).ok());
@@ -119,7 +121,8 @@ TEST(World, LookupsByIdFollowRowsAfterRemovals) {
 }
 
 TEST(World, SpawnIsAllOrNone) {
-  World world = MakeWorld(/*max_vehicles=*/3);
+  SimTestContext sim(TestWorld(/*max_vehicles=*/3));
+  World& world = sim.world();
   VehicleSpec bad = At(0);
   bad.width_m = -1;
   const auto failed = world.Spawn({At(0), bad});
@@ -135,7 +138,8 @@ TEST(World, SpawnIsAllOrNone) {
 }
 
 TEST(World, InputsHoldUntilReplacedAndApplyFromTheNextTick) {
-  World world = MakeWorld();
+  SimTestContext sim(TestWorld());
+  World& world = sim.world();
   ASSERT_TRUE(world.Spawn({At(0)}).ok());
   ASSERT_TRUE(world.SetInputs({{.id = 1, .acceleration_mps2 = 1.0}}).ok());
   EXPECT_EQ(world.Snapshot()[0].speed_mps, 0.0);  // Nothing moves until the tick.
@@ -148,7 +152,8 @@ TEST(World, InputsHoldUntilReplacedAndApplyFromTheNextTick) {
 }
 
 TEST(World, SetInputsIsAllOrNoneAndNamesTheEntry) {
-  World world = MakeWorld();
+  SimTestContext sim(TestWorld());
+  World& world = sim.world();
   ASSERT_TRUE(world.Spawn({At(0), At(10)}).ok());
   struct Case {
     std::vector<VehicleInput> inputs;
@@ -179,7 +184,8 @@ TEST(World, SetInputsIsAllOrNoneAndNamesTheEntry) {
 }
 
 TEST(World, RemovingKeepsTheOthersInOrderWithTheirState) {
-  World world = MakeWorld();
+  SimTestContext sim(TestWorld());
+  World& world = sim.world();
   ASSERT_TRUE(world.Spawn({At(0, 1.0), At(10, 2.0), At(20, 3.0)}).ok());
   ASSERT_TRUE(world.SetInputs({{.id = 3, .steering_angle_rad = 0.1}}).ok());
   ASSERT_TRUE(world.Remove(1).ok());
@@ -202,7 +208,8 @@ TEST(World, RemovingKeepsTheOthersInOrderWithTheirState) {
 // and kMaxNearestObjectsPerWorld nearest-object slots over all vehicles; removing a vehicle
 // gives its share back.
 TEST(World, SensorTotalsAreBounded) {
-  World world = MakeWorld(100000);
+  SimTestContext sim(TestWorld(100000));
+  World& world = sim.world();
   VehicleSpec scanner;
   scanner.range_scan = RangeScanSpec{.beam_count = 4000};
   const std::vector<VehicleSpec> fleet(kMaxScanBeamsPerWorld / 4000, scanner);
@@ -244,8 +251,10 @@ TEST(World, IsDeterministic) {
       std::get<KinematicBicycleSpec>(specs.back().model).integrator = BicycleIntegrator::kExactArc;
     }
   }
-  World a = MakeWorld();
-  World b = MakeWorld();
+  SimTestContext a_sim(TestWorld());
+  World& a = a_sim.world();
+  SimTestContext b_sim(TestWorld());
+  World& b = b_sim.world();
   ASSERT_TRUE(a.Spawn(specs).ok());
   ASSERT_TRUE(b.Spawn(specs).ok());
   run(a, 300);
@@ -321,7 +330,8 @@ VehicleInput CruiseOfKind(ModelKind kind, VehicleId id) {
 // the fleets' slots stay matched through spawns and removals.
 TEST(World, MixedModelsStepAsIfEachWereAlone) {
   constexpr int kVehicles = 24;
-  World world = MakeWorld();
+  SimTestContext sim(TestWorld());
+  World& world = sim.world();
   std::vector<VehicleSpec> specs;
   std::vector<ModelKind> kinds;
   for (int i = 0; i < kVehicles; ++i) {
@@ -337,10 +347,10 @@ TEST(World, MixedModelsStepAsIfEachWereAlone) {
       alive.push_back(i);
     }
   }
-  std::vector<World> alone;
+  std::vector<SimTestContext> alone;
   for (const int i : alive) {
-    alone.push_back(MakeWorld());
-    ASSERT_TRUE(alone.back().Spawn({specs[i]}).ok());
+    alone.emplace_back(TestWorld());
+    ASSERT_TRUE(alone.back().world().Spawn({specs[i]}).ok());
   }
   for (int t = 0; t < 300; ++t) {
     if (t % 25 == 0) {
@@ -350,17 +360,17 @@ TEST(World, MixedModelsStepAsIfEachWereAlone) {
         inputs.push_back(ControlsOfKind(kinds[i], static_cast<VehicleId>(i + 1), t));
         VehicleInput solo = inputs.back();
         solo.id = 1;
-        ASSERT_TRUE(alone[k].SetInputs({solo}).ok());
+        ASSERT_TRUE(alone[k].world().SetInputs({solo}).ok());
       }
       ASSERT_TRUE(world.SetInputs(inputs).ok());
     }
     world.Step();
-    for (World& w : alone) w.Step();
+    for (SimTestContext& solo : alone) solo.StepOnce();
   }
   const std::vector<VehicleSnapshot> mixed = world.Snapshot();
   ASSERT_EQ(mixed.size(), alive.size());
   for (std::size_t k = 0; k < alive.size(); ++k) {
-    const VehicleSnapshot solo = alone[k].Snapshot()[0];
+    const VehicleSnapshot solo = alone[k].world().Snapshot()[0];
     SCOPED_TRACE(::testing::Message() << "vehicle " << alive[k] + 1);
     EXPECT_EQ(mixed[k].id, static_cast<VehicleId>(alive[k] + 1));
     EXPECT_EQ(mixed[k].kind, kinds[alive[k]]);
@@ -378,8 +388,8 @@ TEST(World, MixedModelsStepAsIfEachWereAlone) {
 TEST(World, CrashHaltsEveryModel) {
   for (std::size_t kind = 0; kind < kModelKindCount; ++kind) {
     SCOPED_TRACE(ModelName(static_cast<ModelKind>(kind)));
-    World world = *World::Create(
-        {.max_vehicles = 4, .collision_policy = CollisionPolicy::kStop});
+    SimTestContext sim({.max_vehicles = 4, .collision_policy = CollisionPolicy::kStop});
+    World& world = sim.world();
     VehicleSpec spec = SpecOfKind(static_cast<ModelKind>(kind), 0);
     spec.initial_pose = {};
     spec.initial_speed_mps = 3.0;
@@ -392,7 +402,7 @@ TEST(World, CrashHaltsEveryModel) {
     ASSERT_TRUE(crashed.crashed);
     EXPECT_EQ(crashed.speed_mps, 0.0);
     ASSERT_TRUE(world.SetInputs({ControlsOfKind(static_cast<ModelKind>(kind), 1, 3)}).ok());
-    for (int t = 0; t < 50; ++t) world.Step();
+    sim.RunFor(1.0);
     EXPECT_EQ(world.Snapshot()[0].pose.x_m, crashed.pose.x_m);
     EXPECT_EQ(world.Snapshot()[0].speed_mps, 0.0);
   }
@@ -402,7 +412,8 @@ TEST(World, CrashHaltsEveryModel) {
 // within the limits, and at 1 Hz a car that is told to cruise still moves forward.
 TEST(World, EveryModelRunsAtTheExtremeTickRates) {
   for (const double rate_hz : {kMinTickRate_hz, kMaxTickRate_hz}) {
-    World world = *World::Create({.tick_rate_hz = rate_hz, .max_vehicles = 20});
+    SimTestContext sim({.tick_rate_hz = rate_hz, .max_vehicles = 20});
+    World& world = sim.world();
     std::vector<VehicleSpec> specs;
     std::vector<VehicleInput> inputs;
     for (std::size_t kind = 0; kind < kModelKindCount; ++kind) {
