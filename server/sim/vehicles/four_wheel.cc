@@ -6,6 +6,7 @@
 
 #include "absl/base/macros.h"
 #include "absl/strings/str_cat.h"
+#include "server/sim/math/functions.h"
 #include "server/sim/math/trig.h"
 #include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
@@ -119,57 +120,6 @@ inline Vec3 Solve3(const double s[3][3], const Vec3& b) {
   return {(c00 * b.x + a01 * b.y + a02 * b.z) * inv_det,
           (c01 * b.x + a11 * b.y + a12 * b.z) * inv_det,
           (c02 * b.x + a21 * b.y + a22 * b.z) * inv_det};
-}
-
-}  // namespace
-
-namespace four_wheel_internal {
-
-double Atan(double x) {
-  // tan((2k + 1) pi / 24) for k = 0, 1, 2: the midpoints between the reduction angles.
-  constexpr double kMid1 = 0.13165249758739583;
-  constexpr double kMid3 = 0.41421356237309503;
-  constexpr double kMid5 = 0.76732698797896042;
-  // tan(k pi / 12) and k pi / 12 for k = 0..3.
-  constexpr double kTan[4] = {0.0, 0.26794919243112270, 0.57735026918962576, 1.0};
-  constexpr double kAngle[4] = {0.0, kPi / 12, kPi / 6, kPi / 4};
-  const double a = std::abs(x);
-  const bool invert = a > 1.0;
-  const double t = invert ? 1.0 / a : a;  // In [0, 1].
-  const int k = (t > kMid1) + (t > kMid3) + (t > kMid5);
-  const double c = kTan[k];
-  const double u = (t - c) / (1.0 + c * t);  // |u| <= tan(pi / 24).
-  // atan u = u (1 + z P(z)), z = u^2, P the Taylor series through u^17 / 17, by Estrin's scheme.
-  const double z = u * u;
-  const double z2 = z * z;
-  const double z4 = z2 * z2;
-  const double p = ((-1.0 / 3 + z / 5) + (-1.0 / 7 + z / 9) * z2) +
-                   ((-1.0 / 11 + z / 13) + (-1.0 / 15 + z / 17) * z2) * z4;
-  double angle = kAngle[k] + (u + u * z * p);
-  if (invert) angle = kPi / 2 - angle;
-  return x < 0.0 ? -angle : angle;
-}
-
-}  // namespace four_wheel_internal
-
-namespace {
-
-// cos and sin of a substep's turn. Below 0.03 rad (6 rad/s at 5 ms) from their series through
-// u^8 and u^7: the first dropped terms, u^10 / 10! < 1.7e-22 and u^9 / 9! < 5.5e-20 (2e-18 of
-// sin u), are below rounding; cheaper than SinCos.
-struct Rotation {
-  double cos;
-  double sin;
-};
-inline Rotation RotationBy(double u) {
-  if (!(std::abs(u) < 0.03)) {
-    Rotation rotation;
-    SinCos(u, &rotation.sin, &rotation.cos);
-    return rotation;
-  }
-  const double z = u * u;
-  return {1.0 + z * (-1.0 / 2 + z * (1.0 / 24 + z * (-1.0 / 720 + z * (1.0 / 40320)))),
-          u + u * z * (-1.0 / 6 + z * (1.0 / 120 + z * (-1.0 / 5040)))};
 }
 
 // One wheel's spring compression (m) and its rate (m/s) from the suspension coordinates:
@@ -299,7 +249,7 @@ absl::Status ResolveFourWheelSpec(double length_m, double width_m, FourWheelSpec
 VehicleLimits DefaultFourWheelLimits(const FourWheelSpec& resolved) {
   VehicleLimits limits;
   limits.max_steering_angle_rad = std::min(
-      std::atan(*resolved.wheelbase_m / *resolved.min_turn_radius_m), kSteeringLimitBound_rad);
+      Atan(*resolved.wheelbase_m / *resolved.min_turn_radius_m), kSteeringLimitBound_rad);
   return limits;
 }
 
@@ -463,7 +413,7 @@ void StepFourWheel(const FourWheelParams& p, const FourWheelInput& input, double
         p.slip_reference_speed_mps / std::max(std::abs(v_lon), p.slip_reference_speed_mps);
     const double arg = p.c3_spm * sigma * v_lat;
     double sin_curve, cos_curve;
-    SinCos(p.c2 * four_wheel_internal::Atan(arg), &sin_curve, &cos_curve);
+    SinCos(p.c2 * Atan(arg), &sin_curve, &cos_curve);
     const double slope = std::abs(arg) > kSmallSlipArgument ? sin_curve / arg : p.c2;
     unit_damping[i] = p.c1 * p.c3_spm * sigma * slope;
     lateral_use_sq[i] = sin_curve * sin_curve;
@@ -623,7 +573,7 @@ void StepFourWheel(const FourWheelParams& p, const FourWheelInput& input, double
     // cos and sin are turned by the substep's angle rather than recomputed. ---
     const double turn = h * r;
     yaw += turn;
-    const Rotation rotation = RotationBy(turn);
+    const TurnTrig rotation = TurnTrigOf(turn);
     const double cos_next = cos_yaw * rotation.cos - sin_yaw * rotation.sin;
     sin_yaw = sin_yaw * rotation.cos + cos_yaw * rotation.sin;
     cos_yaw = cos_next;
@@ -656,10 +606,10 @@ std::array<double, 4> FourWheelLoads(const FourWheelParams& params, const FourWh
 }
 
 FourWheelSteerAngles FourWheelAckermann(const FourWheelParams& params, double steering_rad) {
-  const double t = std::tan(steering_rad);
+  const double t = Tan(steering_rad);
   const double l = params.wheelbase_m;
   const double half_track = 0.5 * params.front_track_m;
-  return {std::atan2(l * t, l - half_track * t), std::atan2(l * t, l + half_track * t)};
+  return {Atan2(l * t, l - half_track * t), Atan2(l * t, l + half_track * t)};
 }
 
 VehicleReadout ReadFourWheel(const FourWheelParams& params, const FourWheelInput& /*input*/,
