@@ -44,7 +44,8 @@ inline VehicleInput ScenedControls(ModelKind kind, VehicleId id, std::uint64_t p
       return {.id = id, .acceleration_mps2 = accel, .steering_angle_rad = steer};
     case ModelKind::kPhysicsBody:
       if ((i + p) % 2 == 0) {
-        return {.id = id, .target_speed_mps = 2.0 + static_cast<double>((i + p) % 7),
+        return {.id = id,
+                .target_speed_mps = 2.0 + static_cast<double>((i + p) % 7),
                 .yaw_rate_radps = steer};
       }
       return {.id = id, .acceleration_mps2 = accel, .yaw_rate_radps = steer};
@@ -52,7 +53,8 @@ inline VehicleInput ScenedControls(ModelKind kind, VehicleId id, std::uint64_t p
     case ModelKind::kAllWheelDrive:
     case ModelKind::kForceBased:
       if ((i + p) % 3 == 0) return {.id = id, .steering_angle_rad = steer, .brake = 0.25};
-      return {.id = id, .steering_angle_rad = steer,
+      return {.id = id,
+              .steering_angle_rad = steer,
               .throttle = 0.125 * static_cast<double>(1 + (i + 2 * p) % 8)};
   }
   return {.id = id};
@@ -117,8 +119,8 @@ inline Scene CollisionScene() {
                        .seed = 5,
                        .max_vehicles = 32,
                        .collision_policy = CollisionPolicy::kStop,
-                       .bounds = WorldBounds{.min_x_m = -100.0, .min_y_m = -60.0,
-                                             .max_x_m = 100.0, .max_y_m = 60.0}};
+                       .bounds = WorldBounds{
+                           .min_x_m = -100.0, .min_y_m = -60.0, .max_x_m = 100.0, .max_y_m = 60.0}};
   world_spec.routes.push_back(Route{.points = {{-60.0, -30.0},
                                                {0.0, -36.0},
                                                {60.0, -30.0},
@@ -133,18 +135,24 @@ inline Scene CollisionScene() {
   world
       .AddObstacles(std::vector<ObstacleSpec>{
           {.name = "block", .center_x_m = 20.0, .center_y_m = 0.0, .length_m = 4.0, .width_m = 4.0},
-          {.name = "post", .center_x_m = -20.0, .center_y_m = 10.0, .yaw_rad = 0.5,
-           .length_m = 1.0, .width_m = 1.0},
-          {.name = "barrier", .center_x_m = 0.0, .center_y_m = -15.0, .length_m = 30.0,
+          {.name = "post",
+           .center_x_m = -20.0,
+           .center_y_m = 10.0,
+           .yaw_rad = 0.5,
+           .length_m = 1.0,
+           .width_m = 1.0},
+          {.name = "barrier",
+           .center_x_m = 0.0,
+           .center_y_m = -15.0,
+           .length_m = 30.0,
            .width_m = 0.5}})
       .value();
 
-  const VehicleModelSpec models[] = {KinematicBicycleSpec{}, PhysicsBodySpec{},
-                                     SingleTrackSpec{},      FrontWheelDriveSpec{},
-                                     AllWheelDriveSpec{},    ForceBasedSpec{},
+  const VehicleModelSpec models[] = {KinematicBicycleSpec{}, PhysicsBodySpec{},   SingleTrackSpec{},
+                                     FrontWheelDriveSpec{},  AllWheelDriveSpec{}, ForceBasedSpec{},
                                      FourWheelSpec{}};
-  const DriverStyle styles[] = {DriverStyle::kNormal, DriverStyle::kSpeeder,
-                                DriverStyle::kCautious, DriverStyle::kTurtle};
+  const DriverStyle styles[] = {DriverStyle::kNormal, DriverStyle::kSpeeder, DriverStyle::kCautious,
+                                DriverStyle::kTurtle};
   std::vector<VehicleSpec> specs;
   // Route followers, one per model, spaced along the bottom and right of the loop.
   for (int i = 0; i < 7; ++i) {
@@ -153,9 +161,8 @@ inline Scene CollisionScene() {
     spec.model = models[i];
     spec.initial_pose = {.x_m = -50.0 + 14.0 * i, .y_m = -31.0 - 0.5 * (i % 3), .yaw_rad = 0.0};
     spec.initial_speed_mps = 2.0 * (i % 3);
-    spec.driver = RouteFollowerSpec{.route = 0,
-                                    .target_speed_mps = 8.0 + 2.0 * i,
-                                    .style = styles[i % 4]};
+    spec.driver =
+        RouteFollowerSpec{.route = 0, .target_speed_mps = 8.0 + 2.0 * i, .style = styles[i % 4]};
     if (i % 2 == 0) spec.range_scan = RangeScanSpec{.beam_count = 90, .max_range_m = 40.0};
     if (i % 3 == 0) spec.nearest_objects = NearestObjectsSpec{.count = 5, .radius_m = 30.0};
     specs.push_back(spec);
@@ -163,14 +170,14 @@ inline Scene CollisionScene() {
   // Cruise drivers: two head-on towards each other, one into the block, one into a wall.
   const struct {
     double x_m, y_m, yaw_rad, speed_mps;
-  } cruisers[] = {{-40.0, 5.0, 0.0, 6.0}, {-5.0, 5.0, kPi, 6.0}, {5.0, 0.5, 0.0, 4.0},
-                  {80.0, 45.0, 0.5, 9.0}};
+  } cruisers[] = {
+      {-40.0, 5.0, 0.0, 6.0}, {-5.0, 5.0, kPi, 6.0}, {5.0, 0.5, 0.0, 4.0}, {80.0, 45.0, 0.5, 9.0}};
   for (int i = 0; i < 4; ++i) {
     VehicleSpec spec;
     spec.name = "cruiser" + std::to_string(i);
     spec.model = models[(2 * i + 1) % 7];
-    spec.initial_pose = {.x_m = cruisers[i].x_m, .y_m = cruisers[i].y_m,
-                         .yaw_rad = cruisers[i].yaw_rad};
+    spec.initial_pose = {
+        .x_m = cruisers[i].x_m, .y_m = cruisers[i].y_m, .yaw_rad = cruisers[i].yaw_rad};
     spec.driver = CruiseDriverSpec{.target_speed_mps = cruisers[i].speed_mps};
     if (i == 0) spec.range_scan = RangeScanSpec{.beam_count = 33, .field_of_view_rad = kPi / 2};
     if (i == 1) spec.nearest_objects = NearestObjectsSpec{.count = 3};

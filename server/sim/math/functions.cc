@@ -53,8 +53,8 @@ double Log(double x) {
   const std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
   e += static_cast<int>(bits >> 52) - 1023;
   // The significand, with exponent 0: in [1, 2).
-  double m = std::bit_cast<double>((bits & ((std::uint64_t{1} << 52) - 1)) |
-                                   (std::uint64_t{1023} << 52));
+  double m =
+      std::bit_cast<double>((bits & ((std::uint64_t{1} << 52) - 1)) | (std::uint64_t{1023} << 52));
   if (m > 1.4142135623730951) {
     m *= 0.5;
     ++e;
@@ -69,7 +69,8 @@ double Log(double x) {
                      z * (2.0 / 9 +
                           z * (2.0 / 11 +
                                z * (2.0 / 13 +
-                                    z * (2.0 / 15 + z * (2.0 / 17 + z * (2.0 / 19 + z * (2.0 / 21))))))))));
+                                    z * (2.0 / 15 +
+                                         z * (2.0 / 17 + z * (2.0 / 19 + z * (2.0 / 21))))))))));
   const double half_f_sq = 0.5 * f * f;
   // ln 2 with its head's low 32 bits cleared (21 bits: e ln2_head is exact for |e| < 2^32),
   // and the rest to 53 bits.

@@ -9,8 +9,8 @@
 //
 // Each function is accurate to about one unit in the last place (ulp) over its whole domain;
 // math/functions_test.cc measures the errors against glibc's long-double functions (10^6
-// seeded random points per range) and holds them to the bounds stated below. Special values (NaN, infinities, zeros, overflow, underflow)
-// follow C's Annex F.
+// seeded random points per range) and holds them to the bounds stated below. Special values (NaN,
+// infinities, zeros, overflow, underflow) follow C's Annex F.
 //
 // The constants (tables and hi + lo splits) were computed with mpmath by
 // scripts/gen_math_constants.py.
@@ -119,8 +119,8 @@ struct ExpReduction {
 };
 inline ExpReduction ReduceExp(double x) {
   // Round to the nearest integer by adding and subtracting 1.5 * 2^52 (trig.h).
-  const double kd = (x * kThirtyTwoOverLn2 + trig_internal::kRoundingShift) -
-                    trig_internal::kRoundingShift;
+  const double kd =
+      (x * kThirtyTwoOverLn2 + trig_internal::kRoundingShift) - trig_internal::kRoundingShift;
   const int k = static_cast<int>(kd);
   // x - kd * head is exact (kd * head is exact and, by Sterbenz's lemma, so is the difference
   // of two numbers this close); only the tail's product rounds.
@@ -196,8 +196,7 @@ inline double AtanKernel(double t, double t_lo, int kind) {
     // The quotient's remainder, exactly: numerator - u denominator.
     double product, product_lo;
     TwoProduct(u, denominator, &product, &product_lo);
-    u_lo = (((numerator - product) - product_lo) + numerator_lo - u * denominator_lo) /
-           denominator;
+    u_lo = (((numerator - product) - product_lo) + numerator_lo - u * denominator_lo) / denominator;
   }
   // Estrin's scheme (pairs, then pairs of pairs), for a short dependency chain.
   constexpr double c3 = -1.0 / 3, c5 = 1.0 / 5, c7 = -1.0 / 7, c9 = 1.0 / 9;
@@ -288,8 +287,8 @@ inline double Expm1(double x) {
 inline double Atan(double x) {
   const double a = std::abs(x);
   // Above 1, atan(a) = pi/2 - atan(1/a). NaN stays NaN (a <= 1 is false, 1/NaN is NaN).
-  const double angle = a <= 1.0 ? math_internal::AtanKernel(a, 0.0, 0)
-                                : math_internal::AtanOfRatio(a, 1.0, 0.0, 0);
+  const double angle =
+      a <= 1.0 ? math_internal::AtanKernel(a, 0.0, 0) : math_internal::AtanOfRatio(a, 1.0, 0.0, 0);
   return std::copysign(angle, x);
 }
 
@@ -305,7 +304,7 @@ inline double Atan2(double y, double x) {
   } else if (std::isinf(ax) || std::isinf(ay)) {
     // Both infinite: the diagonals, pi/4 or 3 pi/4. One infinite: its axis.
     angle = std::isinf(ax) ? (std::isinf(ay) ? math_internal::kAtanBase[left][3][0]
-                                              : math_internal::kAtanBase[left][0][0])
+                                             : math_internal::kAtanBase[left][0][0])
                            : kPi / 2;
   } else {
     angle = math_internal::AtanOfRatio(ay, ax, 0.0, left);

@@ -28,7 +28,8 @@ double UlpError(double computed, long double exact) {
   const double rounded = static_cast<double>(exact);
   if (std::isinf(rounded)) return computed == rounded ? 0.0 : kInf;
   const double magnitude = std::abs(rounded);
-  const int exponent = magnitude < std::numeric_limits<double>::min() ? -1022 : std::ilogb(magnitude);
+  const int exponent =
+      magnitude < std::numeric_limits<double>::min() ? -1022 : std::ilogb(magnitude);
   const long double ulp = std::ldexp(1.0L, exponent - 52);
   return static_cast<double>(std::abs(static_cast<long double>(computed) - exact) / ulp);
 }
@@ -200,9 +201,9 @@ TEST(Atan2, WithinOneUlpOfLibm) {
     double range_worst = 0.0;
     for (int i = 0; i < kPointsPerRange; ++i) {
       const auto [x, y] = sample.point();
-      range_worst = std::max(
-          range_worst, UlpError(Atan2(y, x), std::atan2(static_cast<long double>(y),
-                                                        static_cast<long double>(x))));
+      range_worst =
+          std::max(range_worst, UlpError(Atan2(y, x), std::atan2(static_cast<long double>(y),
+                                                                 static_cast<long double>(x))));
     }
     std::printf("%-8s %-28s max error %.3f ulp\n", "Atan2", sample.name, range_worst);
     worst = std::max(worst, range_worst);
@@ -230,7 +231,8 @@ TEST(Asin, WithinOneUlpOfLibm) {
   const double worst = MaxUlpError(
       "Asin",
       {{"[-1, 1]", Uniform(-1.0, 1.0)},
-       {"1 - |x| in [2^-53, 2^-1)", [](std::mt19937_64& rng) {
+       {"1 - |x| in [2^-53, 2^-1)",
+        [](std::mt19937_64& rng) {
           const double gap = std::exp2(std::uniform_real_distribution<double>(-53, -1)(rng));
           return (rng() & 1) ? gap - 1.0 : 1.0 - gap;
         }},
@@ -259,11 +261,10 @@ TEST(Tan, WithinThreeAndAHalfUlpsOfLibm) {
 }
 
 TEST(SinCos, WithinTwoUlpsOfLibmEverywhere) {
-  const std::vector<Range> ranges = {
-      {"[-pi, pi]", Uniform(-kPi, kPi)},
-      {"[-1024, 1024]", Uniform(-1024.0, 1024.0)},
-      {"|x| in [2^10, 2^30) (large)", LogUniform(10, 30, true)},
-      {"|x| in [2^30, 2^1024) (large)", LogUniform(30, 1024, true)}};
+  const std::vector<Range> ranges = {{"[-pi, pi]", Uniform(-kPi, kPi)},
+                                     {"[-1024, 1024]", Uniform(-1024.0, 1024.0)},
+                                     {"|x| in [2^10, 2^30) (large)", LogUniform(10, 30, true)},
+                                     {"|x| in [2^30, 2^1024) (large)", LogUniform(30, 1024, true)}};
   const double worst_sin = MaxUlpError(
       "Sin", ranges,
       [](double x) {

@@ -84,8 +84,8 @@ void SinCosLarge(double x, double* sin_out, double* cos_out) {
   quadrant = (quadrant + (fraction_hi >> 63)) & 3u;
   const auto fraction = static_cast<__int128>((Uint128{fraction_hi} << 64) | fraction_lo);
   const bool negative = fraction < 0;
-  Uint128 magnitude = negative ? Uint128{0} - static_cast<Uint128>(fraction)
-                               : static_cast<Uint128>(fraction);
+  Uint128 magnitude =
+      negative ? Uint128{0} - static_cast<Uint128>(fraction) : static_cast<Uint128>(fraction);
   // f = (hi + lo) 2^-128: normalise, then take 53 bits for hi and the next 64 for lo.
   double r_hi = 0.0, r_lo = 0.0;
   if (magnitude != 0) {
