@@ -6,6 +6,8 @@
 #   server/session  no gRPC or protobuf, nothing above it;
 #   server/api      nothing above it (server/web beside it, server/app above both);
 #   server/util     Abseil only.
+# And that no non-test file of server/sim calls a libm transcendental (World::StateHash is
+# promised equal on every machine; libm's last bits are not): server/sim/math has its own.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 status=0
@@ -31,5 +33,22 @@ check server/session 'grpc|google/protobuf|pitlane/v1|server/(api|web|app)' \
   'gRPC, protobuf or the layers above it'
 check server/api 'server/(web|app)' 'the web endpoint or the app wiring' \
   --include='*.h' --include='*.cc' --exclude='*_test.cc'
+
+# The libm ban: exp, log, pow, the trig and hyperbolic functions and their kin, qualified
+# (std::exp, ::exp), unqualified (exp( from <cmath>), with f/l suffixes or as builtins, outside
+# comments. Tests may call them as oracles.
+libm='exp|expm1|exp2|log|log1p|log2|log10|pow|sin|cos|tan|asin|acos|atan|atan2|sinh|cosh|tanh|asinh|acosh|atanh|hypot|cbrt|erf|erfc|tgamma|lgamma|sincos'
+libm_hits=$(grep -rn --include='*.h' --include='*.cc' --exclude='*_test.cc' --exclude-dir=testing '' "$root/server/sim" |
+  sed -E 's#//.*$##' |
+  grep -E "std::($libm)[fl]?\b|__builtin_($libm)[fl]?\b|(^|[^A-Za-z0-9_.>])($libm)[fl]?[[:space:]]*\(" ||
+  true)
+if [ -n "$libm_hits" ]; then
+  echo "libm ban: server/sim must not call libm's transcendental functions (their last bits"
+  echo "differ between machines and libm versions, and World::StateHash must not); use"
+  echo "server/sim/math/functions.h (Exp, Expm1, Log, Atan, Atan2, Asin, Tan) or trig.h (SinCos):"
+  echo "$libm_hits"
+  status=1
+fi
+
 if [ $status -eq 0 ]; then echo "layering: ok"; fi
 exit $status

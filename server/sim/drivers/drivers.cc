@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "server/sim/math/functions.h"
 #include "server/sim/vehicles/four_wheel.h"
 #include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
@@ -25,18 +26,6 @@ constexpr double kTurtleSpeedFactor = 0.4;
 constexpr double kTurtleAccelerationFactor = 0.5;
 // kSpeeder: the speed it slows to off the lane, to find its way back, m/s.
 constexpr double kSpeederCrawlSpeed_mps = 3.0;
-
-// atan2(y, x) from four_wheel's libm-free atan, so that route geometry and steering round the
-// same on every machine.
-double Atan2(double y, double x) {
-  if (x > 0.0) return four_wheel_internal::Atan(y / x);
-  if (x < 0.0) return four_wheel_internal::Atan(y / x) + (y >= 0.0 ? kPi : -kPi);
-  if (y == 0.0) return 0.0;
-  return y > 0.0 ? 0.5 * kPi : -0.5 * kPi;
-}
-
-// asin(x) for x in [-1, 1].
-double Asin(double x) { return Atan2(x, std::sqrt((1.0 - x) * (1.0 + x))); }
 
 double Clamp(double value, double limit) { return std::clamp(value, -limit, limit); }
 
@@ -172,7 +161,7 @@ VehicleInput ControlsForIntent(const DriverVehicleParams& vehicle, VehicleId id,
     case ModelKind::kSingleTrack:
     case ModelKind::kFourWheel:
       input.steering_angle_rad =
-          Clamp(four_wheel_internal::Atan(turn), vehicle.max_steering_angle_rad);
+          Clamp(Atan(turn), vehicle.max_steering_angle_rad);
       input.acceleration_mps2 = acceleration_mps2;
       break;
     case ModelKind::kPhysicsBody:
@@ -190,7 +179,7 @@ VehicleInput ControlsForIntent(const DriverVehicleParams& vehicle, VehicleId id,
       double steering_rad = Asin(std::clamp(turn, -1.0, 1.0));
       if (speed_mps > vehicle.slip_speed_mps) {
         // Undo force_based's fade: δ_eff = δ exp((v_slip - v) rate).
-        steering_rad *= std::exp((speed_mps - vehicle.slip_speed_mps) * vehicle.fade_rate_spm);
+        steering_rad *= Exp((speed_mps - vehicle.slip_speed_mps) * vehicle.fade_rate_spm);
       }
       input.steering_angle_rad = Clamp(steering_rad, vehicle.max_steering_angle_rad);
       // Pedals from the wanted acceleration itself, so that ±inf saturate them (these models

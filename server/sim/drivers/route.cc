@@ -5,8 +5,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "server/sim/math/functions.h"
 #include "server/sim/math/geometry.h"
-#include "server/sim/vehicles/four_wheel.h"
 #include "server/sim/vehicles/vehicle.h"
 #include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
@@ -15,16 +15,6 @@ namespace pitlane::sim {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
-
-// atan2(y, x) from four_wheel's libm-free atan, so that route geometry rounds the same on every
-// machine. The same as drivers.cc's, which steering uses: both give way to the math library's
-// atan2 that is on its way (issue 11), and are left as they are until then.
-double Atan2(double y, double x) {
-  if (x > 0.0) return four_wheel_internal::Atan(y / x);
-  if (x < 0.0) return four_wheel_internal::Atan(y / x) + (y >= 0.0 ? kPi : -kPi);
-  if (y == 0.0) return 0.0;
-  return y > 0.0 ? 0.5 * kPi : -0.5 * kPi;
-}
 
 // Squared distance from (x, y) to segment `vertex` (from it to the next vertex), and the
 // distance along the segment of the nearest point.

@@ -1,22 +1,22 @@
-// Sine and cosine together, for the step loops.
+// Sine and cosine together, for the step loops, and the trig of one tick's turn.
 //
 // Why not std::sin/std::cos: in the kinematic-bicycle step they took three quarters of the
 // time (glibc evaluates sin and cos separately, behind a PLT call), and their last bits may
 // change between libm versions, which would break bit-for-bit replays across machines. This
 // version is inline, branch-free on the common path, uses only +, -, * and one conversion
 // (so it rounds identically on every IEEE-754 machine that does not contract to FMA; the
-// build does not), and is accurate to about one unit in the last place.
+// build does not), and is accurate to under two units in the last place.
 //
 // Method, for |x| <= kSinCosFastRange_rad:
 //   1. x = k * pi/2 + r with k = round(x * 2/pi) and |r| <= pi/4 (plus rounding). pi/2 is
-//      split Cody-Waite style into a head with 33 significant bits, so k * head is exact for
-//      |k| < 2^20, and a tail that carries the next 53 bits.
+//      split Cody-Waite style into three parts (see kHalfPiHead).
 //   2. sin r and cos r from their Taylor series through r^17 and r^16: on |r| <= pi/4 the
 //      first dropped terms are at most (pi/4)^19/19! = 8.4e-20 and (pi/4)^18/18! = 2.0e-18,
 //      far below half an ulp of the results where they matter (5.5e-17 near pi/4).
 //   3. The quadrant k mod 4 swaps and negates the pair.
-// Beyond that range (never reached by a wrapped yaw plus one tick's turn) it falls back to
-// libm.
+// Beyond that range (never reached by a wrapped yaw plus one tick's turn) the reduction is
+// Payne-Hanek's, with integer arithmetic on the bits of 2/pi (trig.cc); infinities and NaN
+// give NaN.
 #ifndef PITLANE_SERVER_SIM_MATH_TRIG_H_
 #define PITLANE_SERVER_SIM_MATH_TRIG_H_
 
@@ -32,12 +32,16 @@ inline constexpr double kSinCosFastRange_rad = 1024.0;
 namespace trig_internal {
 
 inline constexpr double kHalfPi = std::numbers::pi / 2;
-// The double nearest pi/2 with its low 20 significand bits cleared: 33 significant bits.
+// pi/2 in three parts, Cody-Waite style: a head and a middle of 33 significant bits each (the
+// head is the double nearest pi/2 with its low 20 bits cleared; the middle likewise of
+// pi/2 - head), so that k * head and k * middle are exact for |k| < 2^20, and a tail, the next
+// 53 bits (computed with mpmath: scripts/gen_math_constants.py). x - k head is exact, and so
+// is its difference with k middle wherever they cancel (Sterbenz), so r keeps its relative
+// accuracy even next to a multiple of pi/2.
 inline constexpr double kHalfPiHead =
     std::bit_cast<double>(std::bit_cast<std::uint64_t>(kHalfPi) & ~std::uint64_t{0xFFFFF});
-// pi/2 - kHalfPiHead: the exact difference of two doubles (Sterbenz), plus pi/2 - fl(pi/2),
-// which is 6.123233995736766e-17 (it equals cos(fl(pi/2))).
-inline constexpr double kHalfPiTail = (kHalfPi - kHalfPiHead) + 6.123233995736766e-17;
+inline constexpr double kHalfPiMiddle = 6.077100506303966e-11;
+inline constexpr double kHalfPiTail = 2.0222662487959506e-21;
 inline constexpr double kTwoOverPi = 2.0 / std::numbers::pi;
 // Adding then subtracting 1.5 * 2^52 rounds a double of magnitude < 2^51 to the nearest
 // integer (ties to even) in the default rounding mode.
@@ -52,17 +56,10 @@ inline constexpr double InverseFactorial(int n) {
 
 }  // namespace trig_internal
 
-// Sets *sin_out = sin(x), *cos_out = cos(x) for finite x.
-inline void SinCos(double x, double* sin_out, double* cos_out) {
-  using namespace trig_internal;
-  if (!(std::abs(x) <= kSinCosFastRange_rad)) {
-    *sin_out = std::sin(x);
-    *cos_out = std::cos(x);
-    return;
-  }
-  const double k = (x * kTwoOverPi + kRoundingShift) - kRoundingShift;
-  const double r = (x - k * kHalfPiHead) - k * kHalfPiTail;
+namespace trig_internal {
 
+// sin r and cos r for |r| <= pi/4 (plus rounding).
+inline void SinCosPolynomial(double r, double* sin_r, double* cos_r) {
   // sin r = r (1 + z P(z)) and cos r = 1 + z Q(z) with z = r^2, P and Q the Taylor
   // coefficients 1/n! with alternating signs, evaluated by Estrin's scheme (pairs, then pairs
   // of pairs) for a short dependency chain.
@@ -81,15 +78,18 @@ inline void SinCos(double x, double* sin_out, double* cos_out) {
       ((s3 + s5 * z) + (s7 + s9 * z) * z2) + ((s11 + s13 * z) + (s15 + s17 * z) * z2) * z4;
   const double q =
       ((c2 + c4 * z) + (c6 + c8 * z) * z2) + ((c10 + c12 * z) + (c14 + c16 * z) * z2) * z4;
-  const double sin_r = r + r * z * p;
-  const double cos_r = 1.0 + z * q;
+  *sin_r = r + r * z * p;
+  *cos_r = 1.0 + z * q;
+}
 
-  // Quadrant q = k mod 4: 0 -> (s, c), 1 -> (c, -s), 2 -> (-s, -c), 3 -> (-c, s). Done on
-  // the bits, without branches: in a fleet the quadrant varies from vehicle to vehicle in no
-  // pattern a branch predictor could learn (ternaries here compiled to branches and cost a
-  // quarter of the kinematic step once headings had spread out). A swap selects through a
-  // mask; a negation flips the sign bit, which is exactly what multiplying by -1 does.
-  const auto quadrant = static_cast<std::uint64_t>(static_cast<std::int64_t>(k)) & 3u;
+// sin and cos of k pi/2 + r from sin r and cos r, for quadrant = k mod 4.
+inline void ApplyQuadrant(std::uint64_t quadrant, double sin_r, double cos_r, double* sin_out,
+                          double* cos_out) {
+  // 0 -> (s, c), 1 -> (c, -s), 2 -> (-s, -c), 3 -> (-c, s). Done on the bits, without
+  // branches: in a fleet the quadrant varies from vehicle to vehicle in no pattern a branch
+  // predictor could learn (ternaries here compiled to branches and cost a quarter of the
+  // kinematic step once headings had spread out). A swap selects through a mask; a negation
+  // flips the sign bit, which is exactly what multiplying by -1 does.
   const std::uint64_t swap_mask = std::uint64_t{0} - (quadrant & 1u);  // All ones: swap.
   const auto sin_bits = std::bit_cast<std::uint64_t>(sin_r);
   const auto cos_bits = std::bit_cast<std::uint64_t>(cos_r);
@@ -97,6 +97,58 @@ inline void SinCos(double x, double* sin_out, double* cos_out) {
   const std::uint64_t second = (cos_bits & ~swap_mask) | (sin_bits & swap_mask);
   *sin_out = std::bit_cast<double>(first ^ ((quadrant & 2u) << 62));
   *cos_out = std::bit_cast<double>(second ^ (((quadrant + 1u) & 2u) << 62));
+}
+
+// SinCos beyond the fast range: Payne-Hanek reduction; NaN for infinities and NaN. In trig.cc.
+void SinCosLarge(double x, double* sin_out, double* cos_out);
+
+}  // namespace trig_internal
+
+// Sets *sin_out = sin(x), *cos_out = cos(x). Domain: every double (NaN for infinities).
+// Error: < 2 ulp (measured 1.6 by math/functions_test.cc), relative also next to the zeros.
+inline void SinCos(double x, double* sin_out, double* cos_out) {
+  using namespace trig_internal;
+  if (!(std::abs(x) <= kSinCosFastRange_rad)) {
+    SinCosLarge(x, sin_out, cos_out);
+    return;
+  }
+  const double k = (x * kTwoOverPi + kRoundingShift) - kRoundingShift;
+  const double r = ((x - k * kHalfPiHead) - k * kHalfPiMiddle) - k * kHalfPiTail;
+  double sin_r, cos_r;
+  SinCosPolynomial(r, &sin_r, &cos_r);
+  const auto quadrant = static_cast<std::uint64_t>(static_cast<std::int64_t>(k)) & 3u;
+  ApplyQuadrant(quadrant, sin_r, cos_r, sin_out, cos_out);
+}
+
+// sin, cos and sin(u)/u of an angle u, typically one tick's (half) turn: the pose updates turn
+// a heading by it (a rotation) and move along the chord of an arc, whose length is the arc's
+// times sinc(u/2). Accurate to rounding for every u, and defined at u = 0 (sinc = 1).
+struct TurnTrig {
+  double sin;   // sin(u).
+  double cos;   // cos(u).
+  double sinc;  // sin(u) / u, 1 at u = 0.
+};
+
+// Error: < 2.5 ulp (measured 2.2). Up to |u| = 1/8 (the common case: 0.25 rad of heading per
+// tick) from Taylor series, which
+// need neither a division nor SinCos:
+//   sin u / u = 1 - u^2/3! + u^4/5! - u^6/7! + u^8/9!, dropped term u^10/11! <= 2.3e-17,
+//   cos u = 1 - u^2/2! + u^4/4! - u^6/6! + u^8/8! - u^10/10!, dropped term u^12/12! <= 7.4e-20,
+// both below rounding of 1 (1.1e-16); sin u = u (sin u / u). Beyond, SinCos and a division.
+inline TurnTrig TurnTrigOf(double u) {
+  const double z = u * u;
+  if (z <= 1.0 / 64.0) {
+    const double sinc =
+        1.0 + z * (-1.0 / 6 + z * (1.0 / 120 + z * (-1.0 / 5040 + z * (1.0 / 362880))));
+    const double cos =
+        1.0 +
+        z * (-0.5 + z * (1.0 / 24 + z * (-1.0 / 720 + z * (1.0 / 40320 + z * (-1.0 / 3628800)))));
+    return {u * sinc, cos, sinc};
+  }
+  TurnTrig turn;
+  SinCos(u, &turn.sin, &turn.cos);
+  turn.sinc = turn.sin / u;
+  return turn;
 }
 
 }  // namespace pitlane::sim

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "server/sim/math/functions.h"
 #include "server/sim/math/trig.h"
 #include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
@@ -23,28 +24,6 @@ constexpr double kMaxPedalAcceleration_mps2 = 100.0;
 constexpr double kMaxDrag_1ps = 1.0;
 constexpr double kMaxFriction = 3.0;
 constexpr double kMaxCgHeight_m = 5.0;
-
-// atan2(y, x), the heading change of one tick. The turn is small in the common case, so for
-// x > 0 and |y/x| <= 1/8 (up to 7.1° per tick) the Taylor series of atan(r), r = y/x, is used:
-// r − r³/3 + ... + r¹⁷/17, whose first dropped term r¹⁹/19 is at most 2.9e-18 of r, below
-// rounding (the result, division included, is within 1.5 ulp of atan2: checked against long
-// double on 10⁷ random points). Beyond that, libm's atan2. Besides being faster, the series
-// rounds the same on every IEEE-754 machine, whereas libm picks its atan2 code by CPU (FMA).
-inline double TurnAngle(double y, double x) {
-  if (x > 0.0 && std::abs(y) <= 0.125 * x) {
-    const double r = y / x;
-    // Estrin's scheme (pairs, then pairs of pairs), for a short dependency chain.
-    constexpr double c3 = -1.0 / 3, c5 = 1.0 / 5, c7 = -1.0 / 7, c9 = 1.0 / 9;
-    constexpr double c11 = -1.0 / 11, c13 = 1.0 / 13, c15 = -1.0 / 15, c17 = 1.0 / 17;
-    const double z = r * r;
-    const double z2 = z * z;
-    const double z4 = z2 * z2;
-    const double p =
-        ((c3 + c5 * z) + (c7 + c9 * z) * z2) + ((c11 + c13 * z) + (c15 + c17 * z) * z2) * z4;
-    return r + r * z * p;
-  }
-  return std::atan2(y, x);
-}
 
 }  // namespace
 
@@ -158,7 +137,7 @@ void StepAxleDrive(const AxleDriveParams& params, const AxleDriveInput& input, d
   // front one by s·(cos δ, sin δ). The front-to-rear vector becomes
   // (L + s(cos δ − 1), s sin δ) and the midpoint moves by (s/2)(1 + cos δ, sin δ).
   const double s_m = v * dt_s;
-  const double turn_rad = TurnAngle(s_m * sin_steer, params.wheelbase_m + s_m * (cos_steer - 1.0));
+  const double turn_rad = Atan2(s_m * sin_steer, params.wheelbase_m + s_m * (cos_steer - 1.0));
   const double forward_m = 0.5 * s_m * (1.0 + cos_steer);
   const double left_m = 0.5 * s_m * sin_steer;
   state.pose.x_m += forward_m * state.cos_yaw - left_m * state.sin_yaw;

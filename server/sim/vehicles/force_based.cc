@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "server/sim/math/arc.h"
+#include "server/sim/math/functions.h"
 #include "server/sim/math/trig.h"
 #include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
@@ -33,33 +35,6 @@ constexpr double kMaxAirDensity_kgpm3 = 10.0;
 constexpr double kMaxRollingResistance_nspm = 1e5;
 constexpr double kMaxRollingResistanceCoefficient = 1.0;
 constexpr double kMaxSlipThreshold_mps = 1000.0;
-
-// sin(u), cos(u) and sin(u) / u for a tick's half turn u, accurate to rounding for every u.
-// Up to |u| = 1/8 (every turn short of 0.25 rad per tick: 0.32 1/m of curvature over 0.78 m)
-// Taylor series, which need no division and no SinCos:
-//   sin u / u = 1 − u²/3! + u⁴/5! − u⁶/7! + u⁸/9!, dropped term u¹⁰/11! ≤ 2.3e-17,
-//   cos u = 1 − u²/2! + u⁴/4! − u⁶/6! + u⁸/8! − u¹⁰/10!, dropped term u¹²/12! ≤ 7.4e-20,
-// both below rounding of 1 (1.1e-16); sin u = u · (sin u / u).
-struct Turn {
-  double sin;
-  double cos;
-  double sinc;
-};
-inline Turn TurnOf(double u) {
-  const double z = u * u;
-  if (z <= 1.0 / 64.0) {
-    const double sinc =
-        1.0 + z * (-1.0 / 6 + z * (1.0 / 120 + z * (-1.0 / 5040 + z * (1.0 / 362880))));
-    const double cos =
-        1.0 +
-        z * (-0.5 + z * (1.0 / 24 + z * (-1.0 / 720 + z * (1.0 / 40320 + z * (-1.0 / 3628800)))));
-    return {u * sinc, cos, sinc};
-  }
-  Turn turn;
-  SinCos(u, &turn.sin, &turn.cos);
-  turn.sinc = turn.sin / u;
-  return turn;
-}
 
 // What the speed does over one tick of constant acceleration `a` from `v0`, within
 // [0, v_max]: the new speed, the distance covered (the exact area under the speed profile) and
@@ -92,7 +67,7 @@ inline double EffectiveCurvature(const ForceBasedParams& params, double steer_ra
                                  double speed_mps) {
   if (steer_rad == 0.0) return 0.0;
   if (speed_mps > params.slip_threshold_mps) {
-    steer_rad *= std::exp((params.slip_threshold_mps - speed_mps) * params.fade_rate_spm);
+    steer_rad *= Exp((params.slip_threshold_mps - speed_mps) * params.fade_rate_spm);
   }
   double sin_steer, cos_steer;
   SinCos(steer_rad, &sin_steer, &cos_steer);
@@ -227,25 +202,9 @@ void StepForceBased(const ForceBasedParams& params, const ForceBasedInput& input
   if (!at_command || v0 > params.slip_threshold_mps) {
     curvature_1pm = EffectiveCurvature(params, state.steering_rad, v0);
   }
-  const double half_turn_rad = 0.5 * curvature_1pm * step.distance_m;
-  if (half_turn_rad == 0.0) {
-    // Straight (or standing): along the heading's axes, which stay as they are.
-    state.pose.x_m += step.distance_m * state.cos_yaw;
-    state.pose.y_m += step.distance_m * state.sin_yaw;
-  } else {
-    const Turn half_turn = TurnOf(half_turn_rad);
-    const double chord_m = step.distance_m * half_turn.sinc;
-    double sin_mid, cos_mid;
-    SinCos(state.pose.yaw_rad + half_turn_rad, &sin_mid, &cos_mid);
-    state.pose.x_m += chord_m * cos_mid;
-    state.pose.y_m += chord_m * sin_mid;
-    state.pose.yaw_rad = WrapToPi(state.pose.yaw_rad + 2.0 * half_turn_rad);
-    // The new heading is the mid-arc one turned by another half turn (a rotation, within a
-    // few ulps of SinCos(yaw), without a third SinCos).
-    state.cos_yaw = cos_mid * half_turn.cos - sin_mid * half_turn.sin;
-    state.sin_yaw = sin_mid * half_turn.cos + cos_mid * half_turn.sin;
-  }
-  state.yaw_rate_radps = 2.0 * half_turn_rad / dt_s;
+  AdvanceAlongArc(step.distance_m, curvature_1pm, state.pose.x_m, state.pose.y_m,
+                  state.pose.yaw_rad, state.cos_yaw, state.sin_yaw);
+  state.yaw_rate_radps = curvature_1pm * step.distance_m / dt_s;
   state.acceleration_mps2 = (step.speed_mps - v0) / dt_s;
   state.speed_mps = step.speed_mps;
 }

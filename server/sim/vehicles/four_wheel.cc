@@ -6,6 +6,7 @@
 
 #include "absl/base/macros.h"
 #include "absl/strings/str_cat.h"
+#include "server/sim/math/functions.h"
 #include "server/sim/math/trig.h"
 #include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
@@ -119,57 +120,6 @@ inline Vec3 Solve3(const double s[3][3], const Vec3& b) {
   return {(c00 * b.x + a01 * b.y + a02 * b.z) * inv_det,
           (c01 * b.x + a11 * b.y + a12 * b.z) * inv_det,
           (c02 * b.x + a21 * b.y + a22 * b.z) * inv_det};
-}
-
-}  // namespace
-
-namespace four_wheel_internal {
-
-double Atan(double x) {
-  // tan((2k + 1) pi / 24) for k = 0, 1, 2: the midpoints between the reduction angles.
-  constexpr double kMid1 = 0.13165249758739583;
-  constexpr double kMid3 = 0.41421356237309503;
-  constexpr double kMid5 = 0.76732698797896042;
-  // tan(k pi / 12) and k pi / 12 for k = 0..3.
-  constexpr double kTan[4] = {0.0, 0.26794919243112270, 0.57735026918962576, 1.0};
-  constexpr double kAngle[4] = {0.0, kPi / 12, kPi / 6, kPi / 4};
-  const double a = std::abs(x);
-  const bool invert = a > 1.0;
-  const double t = invert ? 1.0 / a : a;  // In [0, 1].
-  const int k = (t > kMid1) + (t > kMid3) + (t > kMid5);
-  const double c = kTan[k];
-  const double u = (t - c) / (1.0 + c * t);  // |u| <= tan(pi / 24).
-  // atan u = u (1 + z P(z)), z = u^2, P the Taylor series through u^17 / 17, by Estrin's scheme.
-  const double z = u * u;
-  const double z2 = z * z;
-  const double z4 = z2 * z2;
-  const double p = ((-1.0 / 3 + z / 5) + (-1.0 / 7 + z / 9) * z2) +
-                   ((-1.0 / 11 + z / 13) + (-1.0 / 15 + z / 17) * z2) * z4;
-  double angle = kAngle[k] + (u + u * z * p);
-  if (invert) angle = kPi / 2 - angle;
-  return x < 0.0 ? -angle : angle;
-}
-
-}  // namespace four_wheel_internal
-
-namespace {
-
-// cos and sin of a substep's turn. Below 0.03 rad (6 rad/s at 5 ms) from their series through
-// u^8 and u^7: the first dropped terms, u^10 / 10! < 1.7e-22 and u^9 / 9! < 5.5e-20 (2e-18 of
-// sin u), are below rounding; cheaper than SinCos.
-struct Rotation {
-  double cos;
-  double sin;
-};
-inline Rotation RotationBy(double u) {
-  if (!(std::abs(u) < 0.03)) {
-    Rotation rotation;
-    SinCos(u, &rotation.sin, &rotation.cos);
-    return rotation;
-  }
-  const double z = u * u;
-  return {1.0 + z * (-1.0 / 2 + z * (1.0 / 24 + z * (-1.0 / 720 + z * (1.0 / 40320)))),
-          u + u * z * (-1.0 / 6 + z * (1.0 / 120 + z * (-1.0 / 5040)))};
 }
 
 // One wheel's spring compression (m) and its rate (m/s) from the suspension coordinates:
@@ -298,8 +248,8 @@ absl::Status ResolveFourWheelSpec(double length_m, double width_m, FourWheelSpec
 
 VehicleLimits DefaultFourWheelLimits(const FourWheelSpec& resolved) {
   VehicleLimits limits;
-  limits.max_steering_angle_rad = std::min(
-      std::atan(*resolved.wheelbase_m / *resolved.min_turn_radius_m), kSteeringLimitBound_rad);
+  limits.max_steering_angle_rad =
+      std::min(Atan(*resolved.wheelbase_m / *resolved.min_turn_radius_m), kSteeringLimitBound_rad);
   return limits;
 }
 
@@ -393,256 +343,353 @@ FourWheelState MakeFourWheelState(const FourWheelParams& /*params*/, const Pose2
   return state;
 }
 
-void StepFourWheel(const FourWheelParams& p, const FourWheelInput& input, double dt_s,
-                   FourWheelState& state) {
-  ABSL_ASSERT(dt_s == p.dt_s);
-  const VehicleLimits& limits = p.limits;
-  const double m = p.mass_kg;
-  const double inertia = p.yaw_inertia_kgm2;
-  const double h = p.substep_s;
+namespace {
 
-  // --- Steering: the wheels turn towards the command by at most rate * dt, then hold. ---
+// Each wheel's direction in the body frame (front left, front right, rear left, rear right),
+// and the rows that map the body's planar velocity (vx, vy, r) onto the wheel's own:
+//   v_lon = c vx + s vy + lon_r r,   v_lat = -s vx + c vy + lat_r r.
+struct WheelFrames {
+  double cos[4];
+  double sin[4];
+  double lon_r[4];  // x s - y c, m.
+  double lat_r[4];  // x c + y s, m.
+};
+
+// Steering: the wheels turn towards the command by at most rate * dt, then hold.
+WheelFrames SteerWheels(const FourWheelParams& p, const FourWheelInput& input, double dt_s,
+                        double& steering_rad) {
   FrontWheelTrig trig;
-  if (TurnWheelsTowards(input.steering_angle_rad, limits.max_steering_rate_radps * dt_s,
-                        state.steering_rad)) {
+  if (TurnWheelsTowards(input.steering_angle_rad, p.limits.max_steering_rate_radps * dt_s,
+                        steering_rad)) {
     trig = {input.cos_front_left, input.sin_front_left, input.cos_front_right,
             input.sin_front_right};
   } else {
-    trig = AckermannTrig(p.wheelbase_m, p.front_track_m, state.steering_rad);
+    trig = AckermannTrig(p.wheelbase_m, p.front_track_m, steering_rad);
   }
-  // Each wheel's longitudinal and lateral unit directions as rows acting on (vx, vy, r):
-  //   v_lon = c vx + s vy + (x s - y c) r,   v_lat = -s vx + c vy + (x c + y s) r.
-  const double wheel_cos[4] = {trig.cos_left, trig.cos_right, 1.0, 1.0};
-  const double wheel_sin[4] = {trig.sin_left, trig.sin_right, 0.0, 0.0};
-  double lon_r[4], lat_r[4];
+  WheelFrames frames = {.cos = {trig.cos_left, trig.cos_right, 1.0, 1.0},
+                        .sin = {trig.sin_left, trig.sin_right, 0.0, 0.0}};
   for (int i = 0; i < 4; ++i) {
-    lon_r[i] = p.wheel_x_m[i] * wheel_sin[i] - p.wheel_y_m[i] * wheel_cos[i];
-    lat_r[i] = p.wheel_x_m[i] * wheel_cos[i] + p.wheel_y_m[i] * wheel_sin[i];
+    frames.lon_r[i] = p.wheel_x_m[i] * frames.sin[i] - p.wheel_y_m[i] * frames.cos[i];
+    frames.lat_r[i] = p.wheel_x_m[i] * frames.cos[i] + p.wheel_y_m[i] * frames.sin[i];
   }
+  return frames;
+}
 
-  // --- Drive or brake for the whole tick, from the sign of the speed at its start (the
-  // kinematic bicycle's rule): a command opposing the motion brakes all four wheels, up to
-  // max_braking; otherwise it drives the driven wheels, up to max_acceleration, and not past a
-  // speed limit. At rest every command drives. ---
-  const double speed0 = state.speed_mps;
-  const double command = input.acceleration_mps2;
-  const bool braking = speed0 * command < 0.0;
-  const double direction = speed0 > 0.0 ? 1.0 : -1.0;  // Of the motion, when braking.
-  double brake_decel = 0.0;
-  double long_force = 0.0;  // The brake force's magnitude, or the signed drive force, N.
-  if (braking) {
-    brake_decel = std::min(std::abs(command), limits.max_braking_mps2);
-    long_force = m * brake_decel;
+// What the longitudinal command asks of the wheels for the whole tick.
+struct DriveOrBrake {
+  bool braking;
+  double direction;         // Of the motion when braking: +1 or -1.
+  double brake_decel_mps2;  // The brakes' deceleration when braking, else 0.
+  double force_n;           // The brake force's magnitude, or the signed drive force, N.
+  bool carries[4];          // The wheels that carry it.
+};
+
+// Drive or brake for the whole tick, from the sign of the speed at its start (the kinematic
+// bicycle's rule): a command opposing the motion brakes all four wheels, up to max_braking;
+// otherwise it drives the driven wheels, up to max_acceleration, and not past a speed limit.
+// At rest every command drives.
+DriveOrBrake CommandDriveOrBrake(const FourWheelParams& p, double command_mps2, double speed0) {
+  const VehicleLimits& limits = p.limits;
+  const double m = p.mass_kg;
+  DriveOrBrake out;
+  out.braking = speed0 * command_mps2 < 0.0;
+  out.direction = speed0 > 0.0 ? 1.0 : -1.0;
+  out.brake_decel_mps2 = 0.0;
+  if (out.braking) {
+    out.brake_decel_mps2 = std::min(std::abs(command_mps2), limits.max_braking_mps2);
+    out.force_n = m * out.brake_decel_mps2;
   } else {
     const double a =
-        std::clamp(command, -limits.max_acceleration_mps2, limits.max_acceleration_mps2);
+        std::clamp(command_mps2, -limits.max_acceleration_mps2, limits.max_acceleration_mps2);
     const bool at_limit = (a > 0.0 && speed0 >= limits.max_speed_mps) ||
                           (a < 0.0 && speed0 <= -limits.max_reverse_speed_mps);
-    long_force = at_limit ? 0.0 : m * a;
+    out.force_n = at_limit ? 0.0 : m * a;
   }
-  // The wheels that carry it: all four when braking, the driven ones otherwise.
-  const bool carries[4] = {braking || p.front_drive, braking || p.front_drive,
-                           braking || p.rear_drive, braking || p.rear_drive};
+  for (int i = 0; i < 4; ++i)
+    out.carries[i] = out.braking || (i < 2 ? p.front_drive : p.rear_drive);
+  return out;
+}
 
-  double x = state.pose.x_m, y = state.pose.y_m, yaw = state.pose.yaw_rad;
-  double vx = state.speed_mps, vy = state.lateral_speed_mps, r = state.yaw_rate_radps;
+// The lateral friction curve per wheel and per newton of load, once per tick at its start.
+struct LateralCurve {
+  // The secant coefficient of F_lat = -load c1 sin(c2 atan(c3 sigma v_lat)) = -load
+  // unit_damping v_lat, sigma = v_ref / max(|v_lon|, v_ref), s/m.
+  double unit_damping[4];
+  // The share of the lateral grip it uses, (F_lat / (c1 load))^2, for the friction ellipse.
+  double use_sq[4];
+};
 
-  // --- The lateral friction curve, once per tick at its start (its transcendental functions
-  // are most of the cost; the substeps scale it by the current load). Per wheel and per newton
-  // of load: the secant coefficient of F_lat = -load c1 sin(c2 atan(c3 sigma v_lat)) =
-  // -load unit_damping v_lat, sigma = v_ref / max(|v_lon|, v_ref); and the share of the lateral
-  // grip it uses, (F_lat / (c1 load))^2, for the friction ellipse. In the curve's linear part
-  // (|arg| << 1) the coefficient does not depend on the slip, so holding it for a tick is
-  // exact there. ---
-  double unit_damping[4], lateral_use_sq[4];
+// Its transcendental functions are most of the cost, so the substeps only scale it by the
+// current load. In the curve's linear part (|arg| << 1) the coefficient does not depend on the
+// slip, so holding it for a tick is exact there.
+LateralCurve LateralCurveAt(const FourWheelParams& p, const WheelFrames& w, double vx, double vy,
+                            double r) {
+  LateralCurve curve;
   for (int i = 0; i < 4; ++i) {
-    const double c = wheel_cos[i], s = wheel_sin[i];
-    const double v_lon = c * vx + s * vy + lon_r[i] * r;
-    const double v_lat = -s * vx + c * vy + lat_r[i] * r;
+    const double c = w.cos[i], s = w.sin[i];
+    const double v_lon = c * vx + s * vy + w.lon_r[i] * r;
+    const double v_lat = -s * vx + c * vy + w.lat_r[i] * r;
     const double sigma =
         p.slip_reference_speed_mps / std::max(std::abs(v_lon), p.slip_reference_speed_mps);
     const double arg = p.c3_spm * sigma * v_lat;
     double sin_curve, cos_curve;
-    SinCos(p.c2 * four_wheel_internal::Atan(arg), &sin_curve, &cos_curve);
+    SinCos(p.c2 * Atan(arg), &sin_curve, &cos_curve);
     const double slope = std::abs(arg) > kSmallSlipArgument ? sin_curve / arg : p.c2;
-    unit_damping[i] = p.c1 * p.c3_spm * sigma * slope;
-    lateral_use_sq[i] = sin_curve * sin_curve;
+    curve.unit_damping[i] = p.c1 * p.c3_spm * sigma * slope;
+    curve.use_sq[i] = sin_curve * sin_curve;
   }
+  return curve;
+}
 
-  double heave = state.heave_m, pitch = state.pitch_rad, roll = state.roll_rad;
-  double heave_rate = state.heave_rate_mps, pitch_rate = state.pitch_rate_radps,
-         roll_rate = state.roll_rate_radps;
-  double dissipated = state.dissipated_energy_j;
-  double cos_yaw, sin_yaw;
-  SinCos(yaw, &sin_yaw, &cos_yaw);
+// What the substeps advance: the body's pose, planar velocity and suspension.
+struct Motion {
+  double x, y, yaw, cos_yaw, sin_yaw;                            // m, m, rad.
+  double vx, vy, r;                                              // m/s, m/s, rad/s.
+  double heave, pitch, roll, heave_rate, pitch_rate, roll_rate;  // m, rad, rad and rates.
+  double dissipated;                                             // J.
+};
 
+// Wheel loads from the suspension at the start of a substep.
+struct WheelLoads {
+  double load_n[4];
+  Spring spring[4];
+  bool linear;         // Every spring loaded and within its travel.
+  double long_load_n;  // Carried by the wheels that take the longitudinal force.
+};
+
+WheelLoads LoadWheels(const FourWheelParams& p, const DriveOrBrake& command, const Motion& s) {
+  WheelLoads loads;
+  loads.linear = true;
+  loads.long_load_n = 0.0;
+  for (int i = 0; i < 4; ++i) {
+    loads.spring[i] =
+        SpringAt(p, i, s.heave, s.pitch, s.roll, s.heave_rate, s.pitch_rate, s.roll_rate);
+    loads.load_n[i] = WheelLoad(p, loads.spring[i]);
+    loads.linear =
+        loads.linear && loads.load_n[i] > 0.0 && loads.spring[i].compression_m <= p.travel_m;
+    loads.long_load_n += command.carries[i] ? loads.load_n[i] : 0.0;
+  }
+  return loads;
+}
+
+// The tyres' and brakes' action on (vx, vy, r) over a substep: a generalised damping A
+// (symmetric, positive semi-definite) and the drive's generalised force f.
+struct TyreForces {
+  double a00, a01, a02, a11, a12, a22;
+  double f0, f1, f2;
+};
+
+// The longitudinal force is shared by load, so every wheel that carries it uses the same
+// fraction of its longitudinal grip.
+TyreForces TyreForcesOf(const FourWheelParams& p, const WheelFrames& w, const LateralCurve& curve,
+                        const DriveOrBrake& command, const WheelLoads& loads, const Motion& s) {
+  const double h = p.substep_s;
+  const double per_load =
+      loads.long_load_n > 0.0 ? command.force_n / loads.long_load_n : 0.0;  // N per N.
+  const double long_use = std::abs(per_load) / p.longitudinal_friction;
+  TyreForces t = {};
+  for (int i = 0; i < 4; ++i) {
+    const double c = w.cos[i], sn = w.sin[i];
+    // Friction ellipse: (F_lon / (mu_x load))^2 + (F_lat / (c1 load))^2 <= 1, both scaled
+    // down together when exceeded.
+    const double use_lon = command.carries[i] ? long_use : 0.0;
+    const double use_sq = use_lon * use_lon + curve.use_sq[i];
+    const double scale = use_sq > 1.0 ? 1.0 / std::sqrt(use_sq) : 1.0;
+    const double lateral_damping = scale * curve.unit_damping[i] * loads.load_n[i];
+    const double lat[3] = {-sn, c, w.lat_r[i]};
+    t.a00 += lateral_damping * lat[0] * lat[0];
+    t.a01 += lateral_damping * lat[0] * lat[1];
+    t.a02 += lateral_damping * lat[0] * lat[2];
+    t.a11 += lateral_damping * lat[1] * lat[1];
+    t.a12 += lateral_damping * lat[1] * lat[2];
+    t.a22 += lateral_damping * lat[2] * lat[2];
+    if (!command.carries[i]) continue;
+    const double share = scale * per_load * loads.load_n[i];  // Of the drive or brake force, N.
+    const double lon[3] = {c, sn, w.lon_r[i]};
+    if (command.braking) {
+      // The brake opposes the wheel's own longitudinal velocity, as a damper whose
+      // coefficient is the brake force over the speed expected at the end of the substep,
+      // |v_lon| - h a_brake (the secant through the end point: exact for straight-line
+      // braking; held finite near a stop by kBrakeHoldSpeed_mps). A damper never does
+      // positive work and never pushes the wheel through zero.
+      const double v_lon = c * s.vx + sn * s.vy + w.lon_r[i] * s.r;
+      const double brake_damping =
+          share /
+          std::max(std::abs(v_lon) - h * scale * command.brake_decel_mps2, kBrakeHoldSpeed_mps);
+      t.a00 += brake_damping * lon[0] * lon[0];
+      t.a01 += brake_damping * lon[0] * lon[1];
+      t.a02 += brake_damping * lon[0] * lon[2];
+      t.a11 += brake_damping * lon[1] * lon[1];
+      t.a12 += brake_damping * lon[1] * lon[2];
+      t.a22 += brake_damping * lon[2] * lon[2];
+    } else {
+      t.f0 += share * lon[0];
+      t.f1 += share * lon[1];
+      t.f2 += share * lon[2];
+    }
+  }
+  return t;
+}
+
+// Total ground force on the body (tyres and brakes) over a substep, N: it drives pitch and roll.
+struct GroundForce {
+  double x_n, y_n;
+};
+
+// Planar velocities, linearly implicit Euler: (M + h A + h G) q' = M q + h f, with
+// G = m r [[0, -1, 0], [1, 0, 0], [0, 0, 0]] the body frame's rotation (r frozen). A is positive
+// semi-definite and G skew, so without drive the kinetic energy cannot rise. Brakes that stop
+// the car within this substep (its whole planar motion below what they remove in one:
+// sqrt(vx^2 + vy^2 + (I / m) r^2) <= h a_brake) leave it at exactly rest, where they hold it for
+// the rest of the tick; braking never carries vx through zero; the speed limits hold. Each only
+// lowers the kinetic energy: what it removes counts as dissipated, as does h q^T A q >= 0.
+GroundForce AdvancePlanarVelocities(const FourWheelParams& p, const DriveOrBrake& command,
+                                    const TyreForces& t, Motion& s) {
+  const VehicleLimits& limits = p.limits;
+  const double m = p.mass_kg;
+  const double inertia = p.yaw_inertia_kgm2;
+  const double h = p.substep_s;
+  const double stop_speed = h * command.brake_decel_mps2;
+  const bool stops = command.braking &&
+                     s.vx * s.vx + s.vy * s.vy + inertia / m * s.r * s.r <= stop_speed * stop_speed;
+
+  const double mr = m * s.r;
+  const double matrix[3][3] = {{m + h * t.a00, h * (t.a01 - mr), h * t.a02},
+                               {h * (t.a01 + mr), m + h * t.a11, h * t.a12},
+                               {h * t.a02, h * t.a12, inertia + h * t.a22}};
+  const Vec3 q =
+      Solve3(matrix, {m * s.vx + h * t.f0, m * s.vy + h * t.f1, inertia * s.r + h * t.f2});
+  const double a_q0 = t.a00 * q.x + t.a01 * q.y + t.a02 * q.z;
+  const double a_q1 = t.a01 * q.x + t.a11 * q.y + t.a12 * q.z;
+  const double a_q2 = t.a02 * q.x + t.a12 * q.y + t.a22 * q.z;
+  s.dissipated += h * (q.x * a_q0 + q.y * a_q1 + q.z * a_q2);
+
+  if (stops) {
+    s.vx = s.vy = s.r = 0.0;
+  } else {
+    s.vx = q.x;
+    if (command.braking && command.direction * s.vx < 0.0) s.vx = 0.0;
+    s.vx = std::clamp(s.vx, -limits.max_reverse_speed_mps, limits.max_speed_mps);
+    s.vy = q.y;
+    s.r = q.z;
+  }
+  s.dissipated += 0.5 * m * (q.x * q.x - s.vx * s.vx + q.y * q.y - s.vy * s.vy) +
+                  0.5 * inertia * (q.z * q.z - s.r * s.r);
+  return {t.f0 - a_q0, t.f1 - a_q1};
+}
+
+// Suspension, implicit Euler on (heave, pitch, roll): springs and dampers at the loads'
+// start-of-substep activity, gravity, and the ground forces' moment about the centre of
+// gravity: -h F_x about the pitch axis (nose down), +h F_y about the roll axis (left side up).
+void AdvanceSuspension(const FourWheelParams& p, const WheelLoads& loads, const GroundForce& ground,
+                       Motion& s) {
+  const double m = p.mass_kg;
+  const double h = p.substep_s;
+  const double pitch_moment = -p.cg_height_m * ground.x_n;
+  const double roll_moment = p.cg_height_m * ground.y_n;
+  if (loads.linear) {
+    // (M + h C + h^2 K) qdot' = M qdot + h (-K q + Q): the static loads balance gravity.
+    const double rz = m * s.heave_rate - h * (p.k_zz * s.heave + p.k_zp * s.pitch);
+    const double rp = p.pitch_inertia_kgm2 * s.pitch_rate +
+                      h * (pitch_moment - p.k_zp * s.heave - p.k_pp * s.pitch);
+    const double rr = p.roll_inertia_kgm2 * s.roll_rate + h * (roll_moment - p.k_rr * s.roll);
+    s.heave_rate = p.s_inv_zz * rz + p.s_inv_zp * rp;
+    s.pitch_rate = p.s_inv_zp * rz + p.s_inv_pp * rp;
+    s.roll_rate = p.s_inv_rr * rr;
+  } else {
+    // A wheel off the ground (or pulled by its damper) carries nothing; one past its travel
+    // is on the bump stop. Each loaded wheel: F = F0 + (h k_i + c) J qdot', F0 its spring
+    // force now.
+    double m3[3][3] = {
+        {m, 0.0, 0.0}, {0.0, p.pitch_inertia_kgm2, 0.0}, {0.0, 0.0, p.roll_inertia_kgm2}};
+    double rhs[3] = {m * s.heave_rate - h * m * kGravity_mps2,
+                     p.pitch_inertia_kgm2 * s.pitch_rate + h * pitch_moment,
+                     p.roll_inertia_kgm2 * s.roll_rate + h * roll_moment};
+    for (int i = 0; i < 4; ++i) {
+      if (loads.load_n[i] <= 0.0) continue;
+      const Spring& spring = loads.spring[i];
+      const double k_i =
+          spring.compression_m <= p.travel_m ? p.stiffness_npm : p.bump_stiffness_npm;
+      const double w = h * (h * k_i + p.damping_nspm);
+      const double j[3] = {-1.0, p.wheel_x_m[i], -p.wheel_y_m[i]};
+      const double f_spring = SpringForce(p, spring.compression_m);
+      for (int row = 0; row < 3; ++row) {
+        rhs[row] -= h * f_spring * j[row];
+        for (int col = 0; col < 3; ++col) m3[row][col] += w * j[row] * j[col];
+      }
+    }
+    const Vec3 rates = Solve3(m3, {rhs[0], rhs[1], rhs[2]});
+    s.heave_rate = rates.x;
+    s.pitch_rate = rates.y;
+    s.roll_rate = rates.z;
+  }
+  s.heave += h * s.heave_rate;
+  s.pitch += h * s.pitch_rate;
+  s.roll += h * s.roll_rate;
+}
+
+// Pose, with the new velocities and heading (semi-implicit Euler). The heading's cos and sin
+// are turned by the substep's angle rather than recomputed.
+void AdvancePose(double h, Motion& s) {
+  const double turn = h * s.r;
+  s.yaw += turn;
+  const TurnTrig rotation = TurnTrigOf(turn);
+  const double cos_next = s.cos_yaw * rotation.cos - s.sin_yaw * rotation.sin;
+  s.sin_yaw = s.sin_yaw * rotation.cos + s.cos_yaw * rotation.sin;
+  s.cos_yaw = cos_next;
+  s.x += h * (s.cos_yaw * s.vx - s.sin_yaw * s.vy);
+  s.y += h * (s.sin_yaw * s.vx + s.cos_yaw * s.vy);
+}
+
+}  // namespace
+
+void StepFourWheel(const FourWheelParams& p, const FourWheelInput& input, double dt_s,
+                   FourWheelState& state) {
+  ABSL_ASSERT(dt_s == p.dt_s);
+  const double speed0 = state.speed_mps;
+
+  // --- Once per tick: steering, the drive or brake command, the lateral friction curve. ---
+  const WheelFrames wheels = SteerWheels(p, input, dt_s, state.steering_rad);
+  const DriveOrBrake command = CommandDriveOrBrake(p, input.acceleration_mps2, speed0);
+  const LateralCurve curve =
+      LateralCurveAt(p, wheels, state.speed_mps, state.lateral_speed_mps, state.yaw_rate_radps);
+
+  Motion s = {.x = state.pose.x_m,
+              .y = state.pose.y_m,
+              .yaw = state.pose.yaw_rad,
+              .vx = state.speed_mps,
+              .vy = state.lateral_speed_mps,
+              .r = state.yaw_rate_radps,
+              .heave = state.heave_m,
+              .pitch = state.pitch_rad,
+              .roll = state.roll_rad,
+              .heave_rate = state.heave_rate_mps,
+              .pitch_rate = state.pitch_rate_radps,
+              .roll_rate = state.roll_rate_radps,
+              .dissipated = state.dissipated_energy_j};
+  SinCos(s.yaw, &s.sin_yaw, &s.cos_yaw);
+
+  // --- Substeps: loads, tyre forces, planar velocities, suspension, pose. ---
   for (int substep = 0; substep < p.substeps; ++substep) {
-    // --- Wheel loads from the suspension at the start of the substep. ---
-    double load[4];
-    Spring spring[4];
-    bool linear = true;      // Every spring loaded and within its travel.
-    double long_load = 0.0;  // Carried by the wheels that take the longitudinal force, N.
-    for (int i = 0; i < 4; ++i) {
-      spring[i] = SpringAt(p, i, heave, pitch, roll, heave_rate, pitch_rate, roll_rate);
-      load[i] = WheelLoad(p, spring[i]);
-      linear = linear && load[i] > 0.0 && spring[i].compression_m <= p.travel_m;
-      long_load += carries[i] ? load[i] : 0.0;
-    }
-    // The brakes stop the car within this substep when its whole planar motion is below what
-    // they remove in one: sqrt(vx^2 + vy^2 + (I / m) r^2) <= h a_brake.
-    const double stop_speed = h * brake_decel;
-    const bool stops =
-        braking && vx * vx + vy * vy + inertia / m * r * r <= stop_speed * stop_speed;
-
-    // --- Tyre forces. The longitudinal force is shared by load, so every wheel that carries
-    // it uses the same fraction of its longitudinal grip. ---
-    const double per_load = long_load > 0.0 ? long_force / long_load : 0.0;  // N per N.
-    const double long_use = std::abs(per_load) / p.longitudinal_friction;
-    // Generalised damping A (symmetric, positive semi-definite) and the drive's generalised
-    // force f, both on (vx, vy, r).
-    double a00 = 0.0, a01 = 0.0, a02 = 0.0, a11 = 0.0, a12 = 0.0, a22 = 0.0;
-    double f0 = 0.0, f1 = 0.0, f2 = 0.0;
-    for (int i = 0; i < 4; ++i) {
-      const double c = wheel_cos[i], s = wheel_sin[i];
-      // Friction ellipse: (F_lon / (mu_x load))^2 + (F_lat / (c1 load))^2 <= 1, both scaled
-      // down together when exceeded.
-      const double use_lon = carries[i] ? long_use : 0.0;
-      const double use_sq = use_lon * use_lon + lateral_use_sq[i];
-      const double scale = use_sq > 1.0 ? 1.0 / std::sqrt(use_sq) : 1.0;
-      const double lateral_damping = scale * unit_damping[i] * load[i];
-      const double lat[3] = {-s, c, lat_r[i]};
-      a00 += lateral_damping * lat[0] * lat[0];
-      a01 += lateral_damping * lat[0] * lat[1];
-      a02 += lateral_damping * lat[0] * lat[2];
-      a11 += lateral_damping * lat[1] * lat[1];
-      a12 += lateral_damping * lat[1] * lat[2];
-      a22 += lateral_damping * lat[2] * lat[2];
-      if (!carries[i]) continue;
-      const double share = scale * per_load * load[i];  // Of the drive or brake force, N.
-      const double lon[3] = {c, s, lon_r[i]};
-      if (braking) {
-        // The brake opposes the wheel's own longitudinal velocity, as a damper whose
-        // coefficient is the brake force over the speed expected at the end of the substep,
-        // |v_lon| - h a_brake (the secant through the end point: exact for straight-line
-        // braking; held finite near a stop by kBrakeHoldSpeed_mps). A damper never does
-        // positive work and never pushes the wheel through zero.
-        const double v_lon = c * vx + s * vy + lon_r[i] * r;
-        const double brake_damping =
-            share / std::max(std::abs(v_lon) - h * scale * brake_decel, kBrakeHoldSpeed_mps);
-        a00 += brake_damping * lon[0] * lon[0];
-        a01 += brake_damping * lon[0] * lon[1];
-        a02 += brake_damping * lon[0] * lon[2];
-        a11 += brake_damping * lon[1] * lon[1];
-        a12 += brake_damping * lon[1] * lon[2];
-        a22 += brake_damping * lon[2] * lon[2];
-      } else {
-        f0 += share * lon[0];
-        f1 += share * lon[1];
-        f2 += share * lon[2];
-      }
-    }
-
-    // --- Planar velocities, linearly implicit Euler: (M + h A + h G) q' = M q + h f, with
-    // G = m r [[0, -1, 0], [1, 0, 0], [0, 0, 0]] the body frame's rotation (r frozen). A is
-    // positive semi-definite and G skew, so without drive the kinetic energy cannot rise. ---
-    const double mr = m * r;
-    const double s[3][3] = {{m + h * a00, h * (a01 - mr), h * a02},
-                            {h * (a01 + mr), m + h * a11, h * a12},
-                            {h * a02, h * a12, inertia + h * a22}};
-    const Vec3 q = Solve3(s, {m * vx + h * f0, m * vy + h * f1, inertia * r + h * f2});
-    // Energy taken by the tyres and brakes over the substep: h q^T A q >= 0.
-    const double a_q0 = a00 * q.x + a01 * q.y + a02 * q.z;
-    const double a_q1 = a01 * q.x + a11 * q.y + a12 * q.z;
-    const double a_q2 = a02 * q.x + a12 * q.y + a22 * q.z;
-    dissipated += h * (q.x * a_q0 + q.y * a_q1 + q.z * a_q2);
-    // Total ground force on the body (tyres and brakes), N: it drives pitch and roll.
-    const double ground_x = f0 - a_q0;
-    const double ground_y = f1 - a_q1;
-
-    // Brakes that stop the car within this substep leave it at exactly rest, where they hold
-    // it for the rest of the tick; braking never carries vx through zero; the speed limits
-    // hold. Each only lowers the kinetic energy: what it removes counts as dissipated.
-    if (stops) {
-      vx = vy = r = 0.0;
-    } else {
-      vx = q.x;
-      if (braking && direction * vx < 0.0) vx = 0.0;
-      vx = std::clamp(vx, -limits.max_reverse_speed_mps, limits.max_speed_mps);
-      vy = q.y;
-      r = q.z;
-    }
-    dissipated +=
-        0.5 * m * (q.x * q.x - vx * vx + q.y * q.y - vy * vy) + 0.5 * inertia * (q.z * q.z - r * r);
-
-    // --- Suspension, implicit Euler on (heave, pitch, roll): springs and dampers at the
-    // loads' start-of-substep activity, gravity, and the ground forces' moment about the
-    // centre of gravity: -h F_x about the pitch axis (nose down), +h F_y about the roll axis
-    // (left side up). ---
-    const double pitch_moment = -p.cg_height_m * ground_x;
-    const double roll_moment = p.cg_height_m * ground_y;
-    if (linear) {
-      // (M + h C + h^2 K) qdot' = M qdot + h (-K q + Q): the static loads balance gravity.
-      const double rz = m * heave_rate - h * (p.k_zz * heave + p.k_zp * pitch);
-      const double rp =
-          p.pitch_inertia_kgm2 * pitch_rate + h * (pitch_moment - p.k_zp * heave - p.k_pp * pitch);
-      const double rr = p.roll_inertia_kgm2 * roll_rate + h * (roll_moment - p.k_rr * roll);
-      heave_rate = p.s_inv_zz * rz + p.s_inv_zp * rp;
-      pitch_rate = p.s_inv_zp * rz + p.s_inv_pp * rp;
-      roll_rate = p.s_inv_rr * rr;
-    } else {
-      // A wheel off the ground (or pulled by its damper) carries nothing; one past its travel
-      // is on the bump stop. Each loaded wheel: F = F0 + (h k_i + c) J qdot', F0 its spring
-      // force now.
-      double m3[3][3] = {
-          {m, 0.0, 0.0}, {0.0, p.pitch_inertia_kgm2, 0.0}, {0.0, 0.0, p.roll_inertia_kgm2}};
-      double rhs[3] = {m * heave_rate - h * m * kGravity_mps2,
-                       p.pitch_inertia_kgm2 * pitch_rate + h * pitch_moment,
-                       p.roll_inertia_kgm2 * roll_rate + h * roll_moment};
-      for (int i = 0; i < 4; ++i) {
-        if (load[i] <= 0.0) continue;
-        const double k_i =
-            spring[i].compression_m <= p.travel_m ? p.stiffness_npm : p.bump_stiffness_npm;
-        const double w = h * (h * k_i + p.damping_nspm);
-        const double j[3] = {-1.0, p.wheel_x_m[i], -p.wheel_y_m[i]};
-        const double f_spring = SpringForce(p, spring[i].compression_m);
-        for (int row = 0; row < 3; ++row) {
-          rhs[row] -= h * f_spring * j[row];
-          for (int col = 0; col < 3; ++col) m3[row][col] += w * j[row] * j[col];
-        }
-      }
-      const Vec3 rates = Solve3(m3, {rhs[0], rhs[1], rhs[2]});
-      heave_rate = rates.x;
-      pitch_rate = rates.y;
-      roll_rate = rates.z;
-    }
-    heave += h * heave_rate;
-    pitch += h * pitch_rate;
-    roll += h * roll_rate;
-
-    // --- Pose, with the new velocities and heading (semi-implicit Euler). The heading's
-    // cos and sin are turned by the substep's angle rather than recomputed. ---
-    const double turn = h * r;
-    yaw += turn;
-    const Rotation rotation = RotationBy(turn);
-    const double cos_next = cos_yaw * rotation.cos - sin_yaw * rotation.sin;
-    sin_yaw = sin_yaw * rotation.cos + cos_yaw * rotation.sin;
-    cos_yaw = cos_next;
-    x += h * (cos_yaw * vx - sin_yaw * vy);
-    y += h * (sin_yaw * vx + cos_yaw * vy);
+    const WheelLoads loads = LoadWheels(p, command, s);
+    const TyreForces tyres = TyreForcesOf(p, wheels, curve, command, loads, s);
+    const GroundForce ground = AdvancePlanarVelocities(p, command, tyres, s);
+    AdvanceSuspension(p, loads, ground, s);
+    AdvancePose(p.substep_s, s);
   }
 
-  state.pose = {.x_m = x, .y_m = y, .yaw_rad = WrapToPi(yaw)};
-  state.speed_mps = vx;
-  state.lateral_speed_mps = vy;
-  state.yaw_rate_radps = r;
-  state.heave_m = heave;
-  state.pitch_rad = pitch;
-  state.roll_rad = roll;
-  state.heave_rate_mps = heave_rate;
-  state.pitch_rate_radps = pitch_rate;
-  state.roll_rate_radps = roll_rate;
-  state.acceleration_mps2 = (vx - speed0) / dt_s;
-  state.dissipated_energy_j = dissipated;
+  state.pose = {.x_m = s.x, .y_m = s.y, .yaw_rad = WrapToPi(s.yaw)};
+  state.speed_mps = s.vx;
+  state.lateral_speed_mps = s.vy;
+  state.yaw_rate_radps = s.r;
+  state.heave_m = s.heave;
+  state.pitch_rad = s.pitch;
+  state.roll_rad = s.roll;
+  state.heave_rate_mps = s.heave_rate;
+  state.pitch_rate_radps = s.pitch_rate;
+  state.roll_rate_radps = s.roll_rate;
+  state.acceleration_mps2 = (s.vx - speed0) / dt_s;
+  state.dissipated_energy_j = s.dissipated;
 }
 
 std::array<double, 4> FourWheelLoads(const FourWheelParams& params, const FourWheelState& state) {
@@ -656,10 +703,10 @@ std::array<double, 4> FourWheelLoads(const FourWheelParams& params, const FourWh
 }
 
 FourWheelSteerAngles FourWheelAckermann(const FourWheelParams& params, double steering_rad) {
-  const double t = std::tan(steering_rad);
+  const double t = Tan(steering_rad);
   const double l = params.wheelbase_m;
   const double half_track = 0.5 * params.front_track_m;
-  return {std::atan2(l * t, l - half_track * t), std::atan2(l * t, l + half_track * t)};
+  return {Atan2(l * t, l - half_track * t), Atan2(l * t, l + half_track * t)};
 }
 
 VehicleReadout ReadFourWheel(const FourWheelParams& params, const FourWheelInput& /*input*/,

@@ -269,18 +269,6 @@ struct FourWheelModel {
   }
 };
 
-namespace four_wheel_internal {
-
-// atan(x), from +, -, *, / only (so it rounds the same on every IEEE-754 machine, unlike libm,
-// which picks an FMA variant where the CPU has one), within a few units in the last place:
-// 1/x for |x| > 1, then the nearest multiple k pi / 12 is split off with
-// atan t = k pi / 12 + atan((t - c) / (1 + c t)), c = tan(k pi / 12), leaving |u| <= tan(pi / 24)
-// = 0.132 for the Taylor series through u^17 (the first dropped term, u^19 / 19, < 1e-18).
-// Exposed for its test.
-double Atan(double x);
-
-}  // namespace four_wheel_internal
-
 }  // namespace pitlane::sim
 
 #endif  // PITLANE_SERVER_SIM_VEHICLES_FOUR_WHEEL_H_

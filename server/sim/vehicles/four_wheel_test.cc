@@ -758,25 +758,6 @@ TEST(FourWheel, Deterministic) {
   EXPECT_EQ(std::memcmp(&a, &b, sizeof(FourWheelState)), 0);
 }
 
-// The step's own atan (libm's differs between CPUs with and without FMA) agrees with libm to
-// 2 units in the last place (3 allowed) over 40 decades either side of zero and densely on
-// [-2, 2] where slips live; and is exact at 0, +-1 and +-inf.
-TEST(FourWheel, AtanMatchesLibmToAFewUlps) {
-  std::mt19937_64 rng(3);
-  std::uniform_real_distribution<double> decade(-20.0, 20.0), near(-2.0, 2.0);
-  for (int i = 0; i < 200000; ++i) {
-    const double x = i % 3 == 0 ? near(rng) : (i % 2 ? 1.0 : -1.0) * std::pow(10.0, decade(rng));
-    const double expected = std::atan(x);
-    const double ulp = std::nextafter(std::abs(expected), kInf) - std::abs(expected);
-    ASSERT_LE(std::abs(four_wheel_internal::Atan(x) - expected), 3 * ulp) << x;
-  }
-  EXPECT_EQ(four_wheel_internal::Atan(0.0), 0.0);
-  EXPECT_EQ(four_wheel_internal::Atan(1.0), kPi / 4);
-  EXPECT_EQ(four_wheel_internal::Atan(-1.0), -kPi / 4);
-  EXPECT_EQ(four_wheel_internal::Atan(kInf), kPi / 2);
-  EXPECT_EQ(four_wheel_internal::Atan(-kInf), -kPi / 2);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Readout and halt.
 

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/base/macros.h"
+#include "server/sim/math/arc.h"
 #include "server/sim/math/trig.h"
 
 namespace pitlane::sim {
@@ -17,26 +18,6 @@ inline double Curvature(double steer_rad, double wheelbase_m) {
   double cos_steer;
   SinCos(steer_rad, &sin_steer, &cos_steer);
   return sin_steer / cos_steer / wheelbase_m;
-}
-
-// sin(u), cos(u) and sin(u) / u, accurate to rounding for every u. Below |u| = 1e-4 the
-// series are used: sin u / u = 1 - u²/6 + u⁴/120 - ..., whose first dropped term, u⁴/120 <
-// 1e-18, is below rounding of 1 (sin(u) / u itself would lose no accuracy there either but
-// would divide by zero at u = 0); sin u = u (1 - u²/6) and cos u = 1 - u²/2 likewise.
-struct SmallTurn {
-  double sin;
-  double cos;
-  double sinc;
-};
-inline SmallTurn Turn(double u) {
-  if (std::abs(u) < 1e-4) {
-    const double sinc = 1.0 - u * u * (1.0 / 6.0);
-    return {u * sinc, 1.0 - 0.5 * u * u, sinc};
-  }
-  SmallTurn turn;
-  SinCos(u, &turn.sin, &turn.cos);
-  turn.sinc = turn.sin / u;
-  return turn;
 }
 
 // The new speed and the signed distance covered in one tick of constant acceleration `a`
@@ -75,26 +56,12 @@ inline void AdvanceSemiImplicitEuler(const KinematicBicycleParams& params, doubl
 
 // Exact for inputs held over the tick. Heading is linear in arc length (yaw' = kappa * s'),
 // so the rear axle moves along an arc of curvature kappa and length s whatever the speed
-// profile. The chord of that arc has length s * sinc(kappa s / 2) and points along the
-// mid-arc heading yaw + kappa s / 2; the straight line is the kappa = 0 case of the same
-// formula, so no branch is needed.
+// profile.
 inline void AdvanceExactArc(const KinematicBicycleParams& params, double curvature_1pm, double a,
                             double dt, double& x, double& y, double& yaw, double& v,
                             double& cos_yaw, double& sin_yaw) {
   const Longitudinal step = AdvanceLongitudinal(params.limits, v, a, dt);
-  const double half_turn_rad = 0.5 * curvature_1pm * step.distance_m;
-  const SmallTurn half_turn = Turn(half_turn_rad);
-  const double chord_m = step.distance_m * half_turn.sinc;
-  const double mid_yaw = yaw + half_turn_rad;
-  double sin_mid, cos_mid;
-  SinCos(mid_yaw, &sin_mid, &cos_mid);
-  x += chord_m * cos_mid;
-  y += chord_m * sin_mid;
-  yaw = WrapToPi(yaw + 2.0 * half_turn_rad);
-  // The new heading is the mid-arc one turned by another half turn (a rotation, within a few
-  // ulps of SinCos(yaw), without a third SinCos).
-  cos_yaw = cos_mid * half_turn.cos - sin_mid * half_turn.sin;
-  sin_yaw = sin_mid * half_turn.cos + cos_mid * half_turn.sin;
+  AdvanceAlongArc(step.distance_m, curvature_1pm, x, y, yaw, cos_yaw, sin_yaw);
   v = step.speed_mps;
 }
 

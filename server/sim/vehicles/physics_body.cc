@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "server/sim/math/functions.h"
 #include "server/sim/math/trig.h"
 #include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
@@ -21,14 +22,14 @@ VehicleLimits DefaultPhysicsBodyLimits(const PhysicsBodySpec& /*resolved*/) {
 
 PhysicsBodyParams MakePhysicsBodyParams(const PhysicsBodySpec& resolved,
                                         const VehicleLimits& limits, double dt_s) {
-  // k^(50 dt) as exp(50 dt ln k): one rounding of each, the same on every machine whose libm
-  // rounds exp and log correctly (glibc's are within an ulp); computed once per vehicle.
+  // k^(50 dt) as exp(50 dt ln k), from math/functions.h (the same bits on every machine);
+  // computed once per vehicle.
   const double frames_per_tick = kPhysicsBodyFrameRate_hz * dt_s;
   return {
       .drag_factor_per_tick =
           frames_per_tick == 1.0
               ? *resolved.drag_factor_per_frame
-              : std::exp(frames_per_tick * std::log(*resolved.drag_factor_per_frame)),
+              : Exp(frames_per_tick * Log(*resolved.drag_factor_per_frame)),
       .max_speed_change_up = limits.max_acceleration_mps2 * dt_s,
       .max_speed_change_down = limits.max_braking_mps2 * dt_s,
       .max_speed_mps = limits.max_speed_mps,

@@ -5,6 +5,7 @@
 
 #include "absl/base/macros.h"
 #include "absl/strings/str_cat.h"
+#include "server/sim/math/functions.h"
 #include "server/sim/math/trig.h"
 #include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
@@ -147,7 +148,7 @@ inline KinematicSteer Kinematic(const SingleTrackParams& params, double steer_ra
   const double tan_steer = sin_steer / cos_steer;  // |steer| <= 1.5 < pi/2: cos > 0.07.
   const double tan_slip = tan_steer * params.rear_fraction;
   const double cos_slip = 1.0 / std::sqrt(1.0 + tan_slip * tan_slip);
-  return {tan_steer, std::atan(tan_slip), cos_slip * tan_steer * params.inv_wheelbase_1pm};
+  return {tan_steer, Atan(tan_slip), cos_slip * tan_steer * params.inv_wheelbase_1pm};
 }
 
 // Result of the linear-tyre (dynamic) lateral step.
@@ -220,14 +221,14 @@ inline Lateral AdvanceLinearTyres(const SingleTrackParams& params, double yaw_ra
           ((c0 + c1 * u) + (c2 + c3 * u) * u2) + ((c4 + c5 * u) + (c6 + c7 * u) * u2) * u4;
       const double sinhc_like =
           ((s0 + s1c * u) + (s2 + s3 * u) * u2) + ((s4 + s5 * u) + (s6 + s7 * u) * u2) * u4;
-      const double decay = std::exp(p * t);
+      const double decay = Exp(p * t);
       ec = decay * cosh_like;
       es = decay * t * sinhc_like;
     } else if (u > 0.0) {
       // Real eigenvalues p +- s, both negative here (s <= 0.87 |p|).
       const double s = std::sqrt(disc);
-      const double e_plus = std::exp((p + s) * t);
-      const double e_minus = std::exp((p - s) * t);
+      const double e_plus = Exp((p + s) * t);
+      const double e_minus = Exp((p - s) * t);
       ec = 0.5 * (e_plus + e_minus);
       es = 0.5 * (e_plus - e_minus) / s;
     } else {
@@ -235,7 +236,7 @@ inline Lateral AdvanceLinearTyres(const SingleTrackParams& params, double yaw_ra
       double sin_wt;
       double cos_wt;
       SinCos(omega * t, &sin_wt, &cos_wt);
-      const double decay = std::exp(p * t);
+      const double decay = Exp(p * t);
       ec = decay * cos_wt;
       es = decay * sin_wt / omega;
     }
@@ -247,8 +248,8 @@ inline Lateral AdvanceLinearTyres(const SingleTrackParams& params, double yaw_ra
     const double s = std::sqrt(disc);
     const double z1 = std::min((p + s) * t, kMaxGrowthExponent);
     const double z2 = (p - s) * t;
-    const double e1 = std::expm1(z1);
-    const double e2 = std::expm1(z2);
+    const double e1 = Expm1(z1);
+    const double e2 = Expm1(z2);
     // (e^{lambda t} - 1) / lambda = t expm1(z) / z, with its series where z / z would fail.
     const auto integral = [t](double z, double e) {
       return std::abs(z) < 1e-12 ? t * (1.0 + 0.5 * z) : t * e / z;

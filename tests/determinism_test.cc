@@ -1,0 +1,110 @@
+// Determinism: every scene of determinism_scenes.h, run for its length, ends on a golden
+// StateHash (and sensor hash) recorded once, which must hold on every machine and build; and a
+// copy of the world taken mid-run steps bit for bit like the original (save/restore).
+//
+// A golden changes only when the simulation's arithmetic changes on purpose: then run this
+// test, which prints every scene's hashes in the table's format, check that the change is
+// meant, and update the table in the same commit.
+#include <cinttypes>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/determinism_scenes.h"
+
+namespace pitlane::sim::determinism {
+namespace {
+
+struct Golden {
+  const char* scene;
+  std::uint64_t state_hash;   // World::StateHash after the scene's ticks.
+  std::uint64_t sensor_hash;  // SensorHash then (the model scenes carry no sensor).
+};
+
+// Recorded on x86-64 (Debian 12, GCC 12, -O3 -ffp-contract=off), after the simulation's
+// transcendental functions became its own (server/sim/math).
+constexpr Golden kGoldens[] = {
+    {"kinematic_bicycle", 0x1505d4169e2a3e2f, 0xc4485a69ea81a02d},
+    {"physics_body", 0x85fc05f024a148e0, 0xc4485a69ea81a02d},
+    {"single_track", 0x2ca8fb92ed8cf06a, 0xc4485a69ea81a02d},
+    {"front_wheel_drive", 0x2a67b5f5cc969cf4, 0xc4485a69ea81a02d},
+    {"all_wheel_drive", 0xc56298d2f754005c, 0xc4485a69ea81a02d},
+    {"force_based", 0x2d334252ab1aa44f, 0xc4485a69ea81a02d},
+    {"four_wheel", 0xb7eea6d43c693fb6, 0xc4485a69ea81a02d},
+    {"collisions_sensors_drivers", 0xac5b58bd398d7fcf, 0x24e73a451ef52c65},
+};
+
+const Golden& GoldenOf(const std::string& scene) {
+  for (const Golden& golden : kGoldens) {
+    if (scene == golden.scene) return golden;
+  }
+  ADD_FAILURE() << "no golden for scene " << scene;
+  return kGoldens[0];
+}
+
+std::vector<Scene> AllScenes() {
+  std::vector<Scene> scenes = ModelScenes();
+  scenes.push_back(CollisionScene());
+  return scenes;
+}
+
+TEST(Determinism, EverySceneEndsOnItsGoldenHash) {
+  for (Scene& scene : AllScenes()) {
+    SCOPED_TRACE(scene.name);
+    World& world = scene.world;
+    for (std::uint64_t t = 0; t < scene.ticks; ++t) ASSERT_TRUE(StepScene(scene, world).ok());
+    const std::uint64_t state_hash = world.StateHash();
+    const std::uint64_t sensor_hash = SensorHash(world);
+    std::printf("    {\"%s\", 0x%016" PRIx64 ", 0x%016" PRIx64 "},\n", scene.name.c_str(),
+                state_hash, sensor_hash);
+    const Golden& golden = GoldenOf(scene.name);
+    EXPECT_EQ(state_hash, golden.state_hash);
+    EXPECT_EQ(sensor_hash, golden.sensor_hash);
+  }
+}
+
+// The scenes do what they are for: the collision scene has crashes and contacts, sensors that
+// see something, and drivers that move.
+TEST(Determinism, TheCollisionSceneCollidesAndSenses) {
+  Scene scene = CollisionScene();
+  int crashed = 0;
+  bool contact = false;
+  for (std::uint64_t t = 0; t < scene.ticks; ++t) {
+    ASSERT_TRUE(StepScene(scene, scene.world).ok());
+    contact = contact || !scene.world.contacts().empty();
+  }
+  bool scan_hit = false;
+  for (const VehicleSnapshot& vehicle : scene.world.Snapshot()) {
+    crashed += vehicle.crashed;
+    if (vehicle.range_scan.has_value()) {
+      for (const double range_m : vehicle.range_scan->ranges_m) scan_hit |= std::isfinite(range_m);
+    }
+  }
+  EXPECT_TRUE(contact);
+  EXPECT_GE(crashed, 2);
+  EXPECT_LT(crashed, static_cast<int>(scene.world.vehicle_count()));
+  EXPECT_TRUE(scan_hit);
+}
+
+// Save/restore: a copy of the world taken halfway steps exactly like the original, every tick.
+TEST(Determinism, ACopyTakenMidRunStepsLikeTheOriginal) {
+  for (Scene& scene : AllScenes()) {
+    SCOPED_TRACE(scene.name);
+    World& world = scene.world;
+    for (std::uint64_t t = 0; t < scene.ticks / 2; ++t) ASSERT_TRUE(StepScene(scene, world).ok());
+    World copy = world;
+    ASSERT_EQ(copy.StateHash(), world.StateHash());
+    for (std::uint64_t t = scene.ticks / 2; t < scene.ticks; ++t) {
+      ASSERT_TRUE(StepScene(scene, world).ok());
+      ASSERT_TRUE(StepScene(scene, copy).ok());
+      ASSERT_EQ(copy.StateHash(), world.StateHash()) << "tick " << world.tick();
+      ASSERT_EQ(SensorHash(copy), SensorHash(world)) << "tick " << world.tick();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pitlane::sim::determinism
