@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "grpc/support/log.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/sinks/stdout_sinks.h"
 
@@ -43,6 +44,16 @@ size_t Utf8SequenceLength(absl::string_view text) {
     if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
   }
   return length;
+}
+
+// gRPC's own messages, e.g. why a bind failed ("Address already in use"), logged by our logger
+// so that a JSON log stays all JSON. gRPC drops those below its verbosity (GRPC_VERBOSITY,
+// ERROR by default) before calling this.
+void LogGrpcMessage(gpr_log_func_args* args) {
+  spdlog::level::level_enum level = spdlog::level::debug;
+  if (args->severity == GPR_LOG_SEVERITY_INFO) level = spdlog::level::info;
+  if (args->severity == GPR_LOG_SEVERITY_ERROR) level = spdlog::level::err;
+  spdlog::log(level, "grpc: {} ({}:{})", args->message, args->file, args->line);
 }
 
 }  // namespace
@@ -122,6 +133,7 @@ void SetUpLogging(spdlog::level::level_enum level, LogFormat format) {
   logger->set_level(level);
   spdlog::set_default_logger(std::move(logger));
   spdlog::set_level(level);
+  gpr_set_log_function(&LogGrpcMessage);
 }
 
 }  // namespace pitlane::app

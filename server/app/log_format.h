@@ -32,7 +32,8 @@ class JsonLogFormatter final : public spdlog::formatter {
   std::unique_ptr<spdlog::formatter> clone() const override;
 };
 
-// Makes the process's default logger write to stderr at `level` in `format`.
+// Makes the process's default logger write to stderr at `level` in `format`, and gRPC's own
+// messages go through it too.
 void SetUpLogging(spdlog::level::level_enum level, LogFormat format);
 
 }  // namespace pitlane::app

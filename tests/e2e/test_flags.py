@@ -4,7 +4,6 @@ Exit codes: 2 for a bad command line, 1 when valid flags cannot start the server
 """
 
 import json
-import socket
 import subprocess
 
 import pitlane
@@ -67,6 +66,12 @@ def test_busy_port_is_an_error_and_the_first_server_still_serves():
         assert second.returncode == 1, (second.returncode, second.stdout, second.stderr)
         assert f'--listen: cannot listen on "{first.address}"' in second.stderr, second.stderr
         assert "listening" not in second.stdout
+        # In JSON too, gRPC's own line saying why included: every line parses.
+        second = _run(f"--listen={first.address}", "--log_format=json")
+        assert second.returncode == 1, (second.returncode, second.stdout, second.stderr)
+        messages = [json.loads(line)["message"] for line in second.stderr.splitlines()]
+        assert f'--listen: cannot listen on "{first.address}"' in messages[-1], messages
+        assert any("Address already in use" in m for m in messages), messages
         # Every new connection reaches the first server, which answers.
         for _ in range(5):
             with pitlane.Client(first.address, timeout_s=10.0) as client:
