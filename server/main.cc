@@ -153,6 +153,13 @@ sigset_t BlockShutdownSignals() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  // --helpfull names each flag's file: from server/ on, not the build machine's path.
+  absl::FlagsUsageConfig usage_config;
+  usage_config.normalize_filename = [](absl::string_view file) {
+    const size_t server = file.rfind("server/");
+    return std::string(server == absl::string_view::npos ? file : file.substr(server));
+  };
+  absl::SetFlagsUsageConfig(usage_config);
   if (WantsHelp(argc, argv)) {
     PrintHelp();
     return 0;
