@@ -38,9 +38,12 @@ inline constexpr double kAuditBurstLines = 200.0;
 
 // One key=value of an audit line. The value is anything absl::StrCat takes (strings, numbers).
 struct AuditField {
-  AuditField(absl::string_view key, const absl::AlphaNum& value) : key(key), value(value.Piece()) {}
-  absl::string_view key;  // A fixed name chosen by the handler, written as is.
-  std::string value;      // Cut and escaped when written.
+  // Keeps one byte past kAuditValueMaxBytes, so that a huge client string is not copied whole
+  // and Audit still knows it was cut.
+  AuditField(absl::string_view key, const absl::AlphaNum& value)
+      : key(key), value(value.Piece().substr(0, kAuditValueMaxBytes + 1)) {}
+  absl::string_view key;  // A fixed name chosen by the handler.
+  std::string value;      // Escaped (and cut to kAuditValueMaxBytes) when written.
 };
 
 // Logs one audit line at info, if the process-wide rate limit lets it through. `peer` is

@@ -40,6 +40,14 @@ TEST(FormatAuditLineTest, CutsLongValues) {
   EXPECT_LT(line.size(), 200u);
 }
 
+TEST(FormatAuditLineTest, CutsOnlyPastTheLimit) {
+  const std::string at_limit(kAuditValueMaxBytes, 'y');
+  EXPECT_THAT(FormatAuditLine("p", "a", {{"name", at_limit}}),
+              EndsWith(absl::StrCat("name=\"", at_limit, "\"")));
+  EXPECT_THAT(FormatAuditLine("p", "a", {{"name", at_limit + "z"}}),
+              EndsWith(absl::StrCat("name=\"", at_limit, "...\"")));
+}
+
 TEST(FormatAuditLineTest, NeverWritesTokens) {
   const std::string line =
       FormatAuditLine("peer", "session.create", {{"token", "hunter2"}, {"session_secret", "x9"}});
