@@ -1,30 +1,51 @@
 // pitlane-server: flags, logging, wiring and signals. Everything else lives in the layers.
+//
+// Exit codes: 0 after SIGINT or SIGTERM; 2 for a bad command line (an unknown flag, a value
+// that does not parse or is out of its range, a stray argument), checked before anything
+// starts; 1 when valid flags cannot start the server (the --listen port is taken, the
+// --scenario cannot be loaded).
 #include <signal.h>
+#include <unistd.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/base/config.h"
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "server/app/banner.h"
+#include "server/app/log_format.h"
+#include "server/app/options.h"
 #include "server/app/server.h"
-#include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
+// Integer flags are 64-bit so that a negative or huge value reaches OptionsFromFlags, which
+// names the allowed range, instead of wrapping. The ranges are in server/app/options.h.
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "host:port for gRPC. Port 0 picks a free port. Use 0.0.0.0:50051 to accept remote "
           "clients (e.g. a classroom or a container).");
-ABSL_FLAG(std::uint32_t, max_sessions, 256, "Most sessions alive at once.");
-ABSL_FLAG(std::uint32_t, max_vehicles_per_session, 100000,
-          "Most vehicles in one session: the default and the cap of a session's max_vehicles.");
-ABSL_FLAG(std::uint32_t, max_ticks_per_step, 10000, "Most ticks one Step call may advance.");
-ABSL_FLAG(std::uint32_t, max_receive_message_mib, 64, "Largest request accepted, MiB.");
-ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
-ABSL_FLAG(std::uint32_t, worker_threads, 0,
-          "Threads that step REALTIME and BARRIER sessions; 0 = one per CPU core.");
+ABSL_FLAG(std::int64_t, max_sessions, 256, "Most sessions alive at once; 1..100000.");
+ABSL_FLAG(std::int64_t, max_vehicles_per_session, 100000,
+          "Most vehicles in one session: the default and the cap of a session's max_vehicles; "
+          "1..1000000.");
+ABSL_FLAG(std::int64_t, max_ticks_per_step, 10000,
+          "Most ticks one Step call may advance; 1..1000000.");
+ABSL_FLAG(std::int64_t, max_receive_message_mib, 64, "Largest request accepted, MiB; 1..1024.");
+ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error, critical or off.");
+ABSL_FLAG(std::string, log_format, "text",
+          "text (for people) or json (one JSON object per line, for log collectors).");
+ABSL_FLAG(std::int64_t, worker_threads, 0,
+          "Threads that step every session; 0 = one per CPU core; 0..256.");
 ABSL_FLAG(std::string, scenario, "",
           "A scenario to create a session from at start, e.g. demo (shipped: demo, oval-race, "
           "parking-lot, intersection, highway); empty for none.");
@@ -33,9 +54,89 @@ ABSL_FLAG(std::string, scenario_dir, "",
           "shipped ones.");
 ABSL_FLAG(double, session_idle_timeout, 3600.0,
           "Seconds a session may go without a client call or an open stream before it is "
-          "deleted; 0 = never.");
+          "deleted; 0 = never, otherwise 1..1e7.");
+
+// Abseil reports each flag it cannot parse (an unknown name, "abc" for a number) on stderr,
+// calls this hook and later exits 1. Exiting here makes every command-line error exit 2, the
+// code OptionsFromFlags's refusals exit with.
+extern "C" void ABSL_INTERNAL_C_SYMBOL(AbslInternalReportFatalUsageError)(absl::string_view) {
+  std::fputs("pitlane-server: run with --help for every flag and its allowed values\n", stderr);
+  std::_Exit(2);
+}
 
 namespace {
+
+constexpr int kExitBadCommandLine = 2;
+constexpr int kExitCannotStart = 1;
+
+constexpr absl::string_view kUsage =
+    "Pitlane simulation server: many lockstep vehicle-simulation sessions over gRPC.\n"
+    "Usage: pitlane-server [--listen=127.0.0.1:50051] [flags]";
+
+// Pitlane's own flags, in the order --help lists them.
+std::vector<const absl::CommandLineFlag*> PitlaneFlags() {
+  return {&absl::GetFlagReflectionHandle(FLAGS_listen),
+          &absl::GetFlagReflectionHandle(FLAGS_max_sessions),
+          &absl::GetFlagReflectionHandle(FLAGS_max_vehicles_per_session),
+          &absl::GetFlagReflectionHandle(FLAGS_max_ticks_per_step),
+          &absl::GetFlagReflectionHandle(FLAGS_max_receive_message_mib),
+          &absl::GetFlagReflectionHandle(FLAGS_log_level),
+          &absl::GetFlagReflectionHandle(FLAGS_log_format),
+          &absl::GetFlagReflectionHandle(FLAGS_worker_threads),
+          &absl::GetFlagReflectionHandle(FLAGS_session_idle_timeout),
+          &absl::GetFlagReflectionHandle(FLAGS_scenario),
+          &absl::GetFlagReflectionHandle(FLAGS_scenario_dir)};
+}
+
+// Abseil's --help lists the flags of files it deems "main" by a naming rule our sources do
+// not follow ("No flags matched"), and exits 1; ours lists exactly our flags and exits 0.
+bool WantsHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") return false;
+    if (arg == "--help" || arg == "-help" || arg == "-h") return true;
+  }
+  return false;
+}
+
+void PrintHelp() {
+  std::string help = absl::StrCat(kUsage,
+                                  "\n\nFlags (--name=value; --flagfile=FILE reads them "
+                                  "from a file, --helpfull lists Abseil's too):\n");
+  for (const absl::CommandLineFlag* flag : PitlaneFlags()) {
+    const std::string default_value = flag->DefaultValue();
+    absl::StrAppend(&help, "  --", flag->Name(), " (default ",
+                    default_value.empty() ? "\"\"" : default_value, ")\n      ", flag->Help(),
+                    "\n");
+  }
+  absl::StrAppend(&help,
+                  "\nExit codes: 0 after SIGINT or SIGTERM; 1 if the server cannot start (the "
+                  "--listen port is taken, the --scenario cannot be loaded); 2 for a bad command "
+                  "line.\n");
+  std::fputs(help.c_str(), stdout);
+}
+
+pitlane::app::FlagValues ReadFlags() {
+  return {
+      .listen = absl::GetFlag(FLAGS_listen),
+      .max_sessions = absl::GetFlag(FLAGS_max_sessions),
+      .max_vehicles_per_session = absl::GetFlag(FLAGS_max_vehicles_per_session),
+      .max_ticks_per_step = absl::GetFlag(FLAGS_max_ticks_per_step),
+      .max_receive_message_mib = absl::GetFlag(FLAGS_max_receive_message_mib),
+      .log_level = absl::GetFlag(FLAGS_log_level),
+      .log_format = absl::GetFlag(FLAGS_log_format),
+      .worker_threads = absl::GetFlag(FLAGS_worker_threads),
+      .session_idle_timeout_s = absl::GetFlag(FLAGS_session_idle_timeout),
+      .scenario = absl::GetFlag(FLAGS_scenario),
+      .scenario_dir = absl::GetFlag(FLAGS_scenario_dir),
+  };
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "";
+  return name;
+}
 
 // Blocks SIGINT and SIGTERM in every thread (call before any thread starts) and returns the
 // set, so that the main thread alone takes them with sigwait.
@@ -51,56 +152,52 @@ sigset_t BlockShutdownSignals() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Pitlane simulation server: many lockstep vehicle-simulation sessions over gRPC.\n"
-      "Usage: pitlane-server [--listen=127.0.0.1:50051] [flags]");
-  absl::ParseCommandLine(argc, argv);
+  absl::SetProgramUsageMessage(kUsage);
+  // --helpfull names each flag's file: from server/ on, not the build machine's path.
+  absl::FlagsUsageConfig usage_config;
+  usage_config.normalize_filename = [](absl::string_view file) {
+    const size_t server = file.rfind("server/");
+    return std::string(server == absl::string_view::npos ? file : file.substr(server));
+  };
+  absl::SetFlagsUsageConfig(usage_config);
+  if (WantsHelp(argc, argv)) {
+    PrintHelp();
+    return 0;
+  }
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    std::fprintf(stderr,
+                 "pitlane-server: unexpected argument \"%s\"; flags are --name=value (see "
+                 "--help)\n",
+                 positional[1]);
+    return kExitBadCommandLine;
+  }
+  absl::StatusOr<pitlane::app::StartupOptions> startup =
+      pitlane::app::OptionsFromFlags(ReadFlags(), std::thread::hardware_concurrency());
+  if (!startup.ok()) {
+    std::fprintf(stderr, "pitlane-server: %s\n", std::string(startup.status().message()).c_str());
+    return kExitBadCommandLine;
+  }
+  const pitlane::app::ServerOptions& options = startup->server;
 
   // Logs go to stderr; stdout carries only the banner below.
-  spdlog::set_default_logger(spdlog::stderr_color_mt("pitlane"));
-  spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
+  pitlane::app::SetUpLogging(startup->log_level, startup->log_format);
 
   const sigset_t signals = BlockShutdownSignals();
 
-  pitlane::app::ServerOptions options;
-  const std::uint32_t workers = absl::GetFlag(FLAGS_worker_threads);
-  options.worker_threads =
-      static_cast<int>(workers > 0 ? std::min<std::uint32_t>(workers, 256)
-                                   : std::max(1u, std::thread::hardware_concurrency()));
-  options.listen_address = absl::GetFlag(FLAGS_listen);
-  options.limits = {
-      .max_sessions = absl::GetFlag(FLAGS_max_sessions),
-      .max_vehicles_per_session = absl::GetFlag(FLAGS_max_vehicles_per_session),
-      .max_ticks_per_step = absl::GetFlag(FLAGS_max_ticks_per_step),
-      .session_idle_timeout_s = std::max(0.0, absl::GetFlag(FLAGS_session_idle_timeout)),
-  };
-  options.max_receive_message_bytes =
-      static_cast<int>(absl::GetFlag(FLAGS_max_receive_message_mib)) << 20;
-  options.scenario_dir = absl::GetFlag(FLAGS_scenario_dir);
-  options.startup_scenario = absl::GetFlag(FLAGS_scenario);
-
   auto server = pitlane::app::Server::Start(options);
   if (!server.ok()) {
-    spdlog::critical("{}", server.status().ToString());
-    return 1;
+    spdlog::critical("{}", std::string(server.status().message()));
+    return kExitCannotStart;
   }
   spdlog::info("server started: max {} sessions, {} vehicles per session, {} ticks per Step",
                options.limits.max_sessions, options.limits.max_vehicles_per_session,
                options.limits.max_ticks_per_step);
   // Plain stdout, for people and for scripts that wait for the port.
-  std::printf(
-      "Pitlane listening on %s\n"
-      "  Python:  from pitlane import Client; client = Client(\"%s\")\n"
-      "  Health:  grpc.health.v1.Health/Check; reflection is on (grpcurl -plaintext %s list)\n"
-      "  Stop:    Ctrl-C\n",
-      (*server)->address().c_str(), (*server)->address().c_str(), (*server)->address().c_str());
-  if (!(*server)->startup_session_id().empty()) {
-    std::printf("  Scenario \"%s\" is running as session %s; watch it:\n"
-                "    PYTHONPATH=client/python /usr/bin/python3 client/python/examples/watch.py "
-                "--address %s --session %s\n",
-                options.startup_scenario.c_str(), (*server)->startup_session_id().c_str(),
-                (*server)->address().c_str(), (*server)->startup_session_id().c_str());
-  }
+  std::fputs(pitlane::app::Banner((*server)->address(), HostName(), options.startup_scenario,
+                                  (*server)->startup_session_id())
+                 .c_str(),
+             stdout);
   std::fflush(stdout);
 
   int signal_number = 0;

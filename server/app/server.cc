@@ -1,10 +1,11 @@
 #include "server/app/server.h"
 
 #include "absl/strings/str_cat.h"
-#include "server/api/wire.h"
+#include "grpc/grpc.h"
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/api/wire.h"
 
 namespace pitlane::app {
 
@@ -31,13 +32,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
                            options.credentials != nullptr ? options.credentials
                                                           : grpc::InsecureServerCredentials(),
                            &port);
+  // gRPC sets SO_REUSEPORT by default, so a second server on a busy port would start and the
+  // kernel would split new connections between the two. Off, a busy port fails the bind.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.RegisterService(&server->service_);
   for (grpc::Service* service : extra_services) builder.RegisterService(service);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || port == 0) {
     return absl::UnavailableError(
-        absl::StrCat("listen: cannot listen on \"", options.listen_address, "\""));
+        absl::StrCat("--listen: cannot listen on \"", options.listen_address,
+                     "\": the port is in use or the host is not an address of this machine"));
   }
   server->port_ = port;
   const std::string& listen = options.listen_address;

@@ -44,8 +44,9 @@ struct ServerOptions {
 class Server {
  public:
   // Builds and starts the server. `extra_services` (not owned; must outlive the server) are
-  // registered beside the Simulator, e.g. a benchmark's baseline service. Unavailable if the
-  // address cannot be bound.
+  // registered beside the Simulator, e.g. a benchmark's baseline service. Unavailable naming
+  // --listen if the address cannot be bound (the port is taken, even by another server with
+  // SO_REUSEPORT, or the host is not this machine's).
   static absl::StatusOr<std::unique_ptr<Server>> Start(
       const ServerOptions& options, const std::vector<grpc::Service*>& extra_services = {});
 

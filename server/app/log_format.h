@@ -1,0 +1,41 @@
+// How the server's log lines look on stderr (--log_format): spdlog's text pattern for people,
+// or one JSON object per line for log collectors:
+//
+//   {"time":"2026-11-25T11:29:19.123456Z","level":"info","message":"server started: ..."}
+//
+// Messages may carry what clients sent (session names, peer addresses), so every byte is
+// escaped: a line is valid JSON whatever the message holds, invalid UTF-8 included.
+#ifndef PITLANE_SERVER_APP_LOG_FORMAT_H_
+#define PITLANE_SERVER_APP_LOG_FORMAT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "server/app/options.h"
+#include "spdlog/formatter.h"
+#include "spdlog/spdlog.h"
+
+namespace pitlane::app {
+
+// Appends `text` to `out` as a JSON string, quotes included. '"', '\\' and control characters
+// are escaped; valid UTF-8 is copied; each byte of an invalid UTF-8 sequence (a stray
+// continuation byte, a truncated, overlong or surrogate sequence, anything above U+10FFFF)
+// becomes U+FFFD, so the result is always valid UTF-8 and valid JSON.
+void AppendJsonString(absl::string_view text, std::string* out);
+
+// Formats each spdlog message as one JSON object: "time" (UTC, ISO 8601 with microseconds),
+// "level" (spdlog's name: trace, debug, info, warning, error, critical) and "message".
+class JsonLogFormatter final : public spdlog::formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override;
+  std::unique_ptr<spdlog::formatter> clone() const override;
+};
+
+// Makes the process's default logger write to stderr at `level` in `format`, and gRPC's own
+// messages go through it too.
+void SetUpLogging(spdlog::level::level_enum level, LogFormat format);
+
+}  // namespace pitlane::app
+
+#endif  // PITLANE_SERVER_APP_LOG_FORMAT_H_

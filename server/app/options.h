@@ -1,0 +1,78 @@
+// The server's command line, checked. Every flag's allowed range lives here, in one place, so
+// that main.cc, its --help, docs/operations.md and the tests agree; main.cc only reads the
+// flags into FlagValues and exits 2 with the message when OptionsFromFlags refuses them.
+#ifndef PITLANE_SERVER_APP_OPTIONS_H_
+#define PITLANE_SERVER_APP_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "server/app/server.h"
+#include "spdlog/common.h"
+
+namespace pitlane::app {
+
+// Allowed ranges, inclusive. Wider than any real deployment needs, narrow enough that no
+// value can overflow a conversion (max_receive_message_mib << 20 must fit in an int) or make
+// the server refuse everything (a limit of 0).
+inline constexpr std::int64_t kMaxSessionsMin = 1;
+inline constexpr std::int64_t kMaxSessionsMax = 100'000;
+inline constexpr std::int64_t kMaxVehiclesPerSessionMin = 1;
+inline constexpr std::int64_t kMaxVehiclesPerSessionMax = 1'000'000;
+inline constexpr std::int64_t kMaxTicksPerStepMin = 1;
+inline constexpr std::int64_t kMaxTicksPerStepMax = 1'000'000;
+inline constexpr std::int64_t kMaxReceiveMessageMibMin = 1;
+inline constexpr std::int64_t kMaxReceiveMessageMibMax = 1024;
+// 0 means one per CPU core (itself capped at the maximum).
+inline constexpr std::int64_t kWorkerThreadsMin = 0;
+inline constexpr std::int64_t kWorkerThreadsMax = 256;
+// 0 means never; otherwise at least a second (a shorter one would reap sessions between two
+// calls of an ordinary client) and at most about 115 days.
+inline constexpr double kSessionIdleTimeoutMin_s = 1.0;
+inline constexpr double kSessionIdleTimeoutMax_s = 1e7;
+
+// How log lines are written to stderr.
+enum class LogFormat {
+  kText,  // spdlog's default pattern, for people.
+  kJson,  // One JSON object per line (see log_format.h), for log collectors.
+};
+
+// The flags as parsed, before any check: each field is its flag's value, out of range or not.
+// Integers are 64-bit so that a negative or huge value reaches the range check instead of
+// wrapping.
+struct FlagValues {
+  std::string listen = "127.0.0.1:50051";
+  std::int64_t max_sessions = 256;
+  std::int64_t max_vehicles_per_session = 100'000;
+  std::int64_t max_ticks_per_step = 10'000;
+  std::int64_t max_receive_message_mib = 64;
+  std::string log_level = "info";
+  std::string log_format = "text";
+  std::int64_t worker_threads = 0;
+  double session_idle_timeout_s = 3600.0;
+  std::string scenario;
+  std::string scenario_dir;
+};
+
+// The checked command line: what the server and the logger are started with.
+struct StartupOptions {
+  ServerOptions server;
+  spdlog::level::level_enum log_level = spdlog::level::info;
+  LogFormat log_format = LogFormat::kText;
+};
+
+// Checks every flag and converts them. `cpu_cores` (std::thread::hardware_concurrency(), which
+// may be 0 when unknown) sizes worker_threads = 0. InvalidArgument naming the flag and its
+// allowed range, e.g. "--max_sessions: must be in [1, 100000], got 0", for the first flag out
+// of range.
+absl::StatusOr<StartupOptions> OptionsFromFlags(const FlagValues& flags, unsigned cpu_cores);
+
+// Checks that `address` is host:port with a port in [0, 65535] and a non-empty host, an IPv6
+// host in brackets ([::1]:50051). InvalidArgument naming --listen otherwise.
+absl::Status CheckListenAddress(absl::string_view address);
+
+}  // namespace pitlane::app
+
+#endif  // PITLANE_SERVER_APP_OPTIONS_H_
