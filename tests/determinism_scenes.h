@@ -228,7 +228,7 @@ inline absl::Status StepScene(const Scene& scene, World& world) {
 
 // FNV-1a over the bits of every sensor reading of the world's snapshot (range-scan ranges,
 // nearest objects): what StateHash does not cover, since sensors are read, not stepped.
-inline std::uint64_t SensorHash(const World& world) {
+inline std::uint64_t SensorHash(const std::vector<VehicleSnapshot>& snapshot) {
   std::uint64_t hash = 14695981039346656037u;
   const auto mix = [&hash](std::uint64_t word) {
     for (int byte = 0; byte < 8; ++byte) {
@@ -237,7 +237,7 @@ inline std::uint64_t SensorHash(const World& world) {
     }
   };
   const auto mix_double = [&mix](double value) { mix(std::bit_cast<std::uint64_t>(value)); };
-  for (const VehicleSnapshot& vehicle : world.Snapshot()) {
+  for (const VehicleSnapshot& vehicle : snapshot) {
     mix(vehicle.id);
     if (vehicle.range_scan.has_value()) {
       mix_double(vehicle.range_scan->angle_min_rad);
@@ -258,6 +258,8 @@ inline std::uint64_t SensorHash(const World& world) {
   }
   return hash;
 }
+
+inline std::uint64_t SensorHash(const World& world) { return SensorHash(world.Snapshot()); }
 
 }  // namespace pitlane::sim::determinism
 

@@ -1,6 +1,7 @@
 // Determinism: every scene of determinism_scenes.h, run for its length, ends on a golden
-// StateHash (and sensor hash) recorded once, which must hold on every machine and build; and a
-// copy of the world taken mid-run steps bit for bit like the original (save/restore).
+// StateHash (and sensor hash) recorded once, which must hold on every machine and build, and
+// through the server's workers with one or two threads; and a copy of the world taken mid-run
+// steps bit for bit like the original (save/restore).
 //
 // A golden changes only when the simulation's arithmetic changes on purpose: then run this
 // test, which prints every scene's hashes in the table's format, check that the change is
@@ -9,10 +10,16 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <future>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "server/session/clock.h"
+#include "server/session/scheduler.h"
+#include "server/session/session.h"
 #include "tests/determinism_scenes.h"
 
 namespace pitlane::sim::determinism {
@@ -102,6 +109,52 @@ TEST(Determinism, ACopyTakenMidRunStepsLikeTheOriginal) {
       ASSERT_TRUE(StepScene(scene, copy).ok());
       ASSERT_EQ(copy.StateHash(), world.StateHash()) << "tick " << world.tick();
       ASSERT_EQ(SensorHash(copy), SensorHash(world)) << "tick " << world.tick();
+    }
+  }
+}
+
+// The same scenes stepped by the server: each one a session, all of them at once, their Steps
+// run by the scheduler's workers (1 and 2 threads), their controls set through the session's
+// command door between Steps. They end on the same goldens.
+TEST(Determinism, ScenesSteppedByTheServerWorkersEndOnTheirGoldens) {
+  for (const int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    session::SteadyClock clock;
+    session::Scheduler scheduler(&clock, threads);
+    std::vector<std::thread> drivers;
+    std::vector<std::uint64_t> state_hashes;
+    std::vector<std::uint64_t> sensor_hashes;
+    std::vector<Scene> scenes = AllScenes();
+    state_hashes.resize(scenes.size());
+    sensor_hashes.resize(scenes.size());
+    for (std::size_t i = 0; i < scenes.size(); ++i) {
+      drivers.emplace_back([&, i] {
+        Scene& scene = scenes[i];
+        auto session = std::make_shared<session::Session>(
+            scene.name, session::SessionConfig{}, scene.world, 1000, &scheduler);
+        session->Start();
+        for (std::uint64_t tick = 0; tick < scene.ticks; ++tick) {
+          const std::vector<VehicleInput> inputs = scene.inputs_at(tick);
+          if (!inputs.empty()) ASSERT_TRUE(session->SetControls(inputs).ok());
+          std::promise<absl::Status> done;
+          ASSERT_TRUE(session
+                          ->StartStep(1, tick,
+                                      [&done](absl::StatusOr<session::StepResult> result) {
+                                        done.set_value(result.status());
+                                      })
+                          .ok());
+          ASSERT_TRUE(done.get_future().get().ok());
+        }
+        state_hashes[i] = session->StateHash();
+        sensor_hashes[i] = SensorHash(session->CurrentFrame()->vehicles);
+        session->Close();
+      });
+    }
+    for (std::thread& driver : drivers) driver.join();
+    for (std::size_t i = 0; i < scenes.size(); ++i) {
+      SCOPED_TRACE(scenes[i].name);
+      EXPECT_EQ(state_hashes[i], GoldenOf(scenes[i].name).state_hash);
+      EXPECT_EQ(sensor_hashes[i], GoldenOf(scenes[i].name).sensor_hash);
     }
   }
 }

@@ -446,7 +446,14 @@ class StepReactor final : public grpc::ServerUnaryReactor {
     if (ticket_ != nullptr) ticket_->Cancel();
   }
 
-  void OnDone() override { self_.reset(); }  // May destroy this object: nothing may follow.
+  void OnDone() override {
+    std::shared_ptr<session::StepTicket> ticket;
+    {
+      absl::MutexLock lock(&mu_);
+      ticket = std::move(ticket_);
+    }
+    self_.reset();  // May destroy this object: nothing may follow.
+  }
 
  private:
   explicit StepReactor(grpc::ByteBuffer* response) : response_(response) {}

@@ -293,5 +293,108 @@ TEST(CommandDoor, ReplayingTheRecordedCommandsGivesTheSameHashAtEveryTick) {
   EXPECT_EQ(expected[first_difference].tick, edited_tick + 1);
 }
 
+// The review's cases: each failed before its fix.
+
+TEST(Steps, AFinishedStepDropsItsCallback) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler);
+  auto owner = std::make_shared<int>(0);  // Stands for what a callback owns (its gRPC call).
+  const auto ticket = session->StartStep(
+      3, std::nullopt, [owner](absl::StatusOr<StepResult>) { ++*owner; });
+  ASSERT_TRUE(ticket.ok());
+  while (scheduler.RunDue() > 0) {
+  }
+  EXPECT_EQ(*owner, 1);
+  EXPECT_EQ(owner.use_count(), 1);  // The ticket no longer holds it.
+}
+
+TEST(Steps, AResetEndsTheStepsOfTheWorldItReplaces) {
+  TickingClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler);
+  Outcome running;
+  Outcome queued;
+  ASSERT_TRUE(session->StartStep(100, 0, Into(running)).ok());
+  ASSERT_TRUE(session->StartStep(5, std::nullopt, Into(queued)).ok());
+  EXPECT_EQ(scheduler.RunDue(1), 1);  // A slice of the first.
+  ASSERT_TRUE(session->Reset().ok());
+  ASSERT_EQ(running.calls, 1);
+  ASSERT_EQ(queued.calls, 1);
+  EXPECT_EQ(running.result->status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(running.result->status().message(), HasSubstr("reset"));
+  EXPECT_EQ(queued.result->status().code(), absl::StatusCode::kAborted);
+  while (scheduler.RunDue() > 0) {
+  }
+  EXPECT_EQ(session->Now().tick, 0u);
+}
+
+TEST(Subscribers, ALosslessQueueKeepsItsFramesAcrossAReset) {
+  auto session = MakeSession(nullptr);
+  auto [reader, subscriber] = testutil::RecordingTransport::Make(
+      session->clock(), {.kind = SubscriberOptions::Kind::kLossless, .queue_capacity = 16});
+  reader->Hold();
+  ASSERT_TRUE(session->Subscribe(subscriber).ok());
+  ASSERT_TRUE(session->Step(5, std::nullopt).ok());
+  ASSERT_TRUE(session->Reset().ok());
+  reader->Release();
+  EXPECT_THAT(reader->ticks(), ElementsAre(0, 1, 2, 3, 4, 5, 0));
+  const std::vector<Delivery> deliveries = reader->deliveries();
+  EXPECT_TRUE(deliveries.front().first_frame);
+  EXPECT_FALSE(deliveries[1].first_frame);
+  EXPECT_TRUE(deliveries.back().first_frame);
+  EXPECT_EQ(deliveries.back().lost_frames, 0u);
+}
+
+TEST(Steps, QueuedStepsAreNotDelayedByALaterScheduleOfTheClock) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  SessionConfig config = Config();
+  config.clock = {.mode = ClockMode::kBarrier, .paused = true, .barrier_timeout_s = 60.0};
+  auto session = MakeSession(&scheduler, config);
+  ASSERT_TRUE(session->SpawnVehicles({sim::VehicleSpec{}}).ok());
+  Outcome outcome;
+  ASSERT_TRUE(session->StartStep(3, std::nullopt, Into(outcome)).ok());
+  ASSERT_TRUE(session->SetClock({.paused = false}).ok());
+  auto [reader, controller] = testutil::RecordingTransport::Make(session->clock());
+  ASSERT_TRUE(session->AttachController(1, DisconnectAction::kHoldControls, controller).ok());
+  scheduler.RunDue();  // Now, not in 60 s.
+  ASSERT_EQ(outcome.calls, 1);
+  EXPECT_TRUE(outcome.result->ok());
+}
+
+TEST(Steps, ARateLimitedSubscriberDoesNotCutAStepIntoOneTickSlices) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler);
+  auto [reader, subscriber] =
+      testutil::RecordingTransport::Make(session->clock(), {.max_rate_hz = 10.0});
+  ASSERT_TRUE(session->Subscribe(subscriber).ok());  // Takes tick 0: the next slot is later.
+  Outcome outcome;
+  ASSERT_TRUE(session->StartStep(1000, std::nullopt, Into(outcome)).ok());
+  EXPECT_EQ(scheduler.RunDue(), 1);  // The fake clock stands still: one slice does it all.
+  EXPECT_EQ(outcome.calls, 1);
+  EXPECT_THAT(reader->ticks(), ElementsAre(0));
+  clock.Advance(200'000'000);  // Its next slot: the next offer tells it.
+  ASSERT_TRUE(session->Step(1, std::nullopt).ok());
+  EXPECT_THAT(reader->ticks(), ElementsAre(0, 1001));
+}
+
+TEST(Steps, ABarrierClockResumedWhenEveryControllerAnsweredTicksAtOnce) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  SessionConfig config = Config();
+  config.clock = {.mode = ClockMode::kBarrier, .paused = true, .barrier_timeout_s = 0.5};
+  auto session = MakeSession(&scheduler, config);
+  ASSERT_TRUE(session->SpawnVehicles({sim::VehicleSpec{}}).ok());
+  auto [reader, controller] = testutil::RecordingTransport::Make(session->clock());
+  ASSERT_TRUE(session->AttachController(1, DisconnectAction::kHoldControls, controller).ok());
+  ASSERT_TRUE(session->ApplyControl(controller.get(), 0, {}).ok());
+  ASSERT_TRUE(session->SetClock({.paused = false}).ok());
+  clock.Advance(1'000'000);  // 1 ms, far less than the timeout.
+  scheduler.RunDue(1);
+  EXPECT_EQ(session->Now().tick, 1u);
+}
+
 }  // namespace
 }  // namespace pitlane::session

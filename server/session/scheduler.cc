@@ -112,8 +112,15 @@ std::shared_ptr<ScheduledJob> Scheduler::TakeDueLocked(std::int64_t now_ns) {
 
 void Scheduler::RunOne(std::shared_ptr<ScheduledJob> job) {
   const std::optional<std::int64_t> next = job->RunScheduled(clock_->NowNanos());
+  Requeue(job.get(), next);
+  // The job may already run again on another worker: what is left of this run does not hold
+  // its next one up.
+  job->AfterRun();
+}
+
+void Scheduler::Requeue(const ScheduledJob* job, std::optional<std::int64_t> next) {
   absl::MutexLock lock(&mu_);
-  const auto it = slots_.find(job.get());
+  const auto it = slots_.find(job);
   if (it == slots_.end()) {
     run_ended_.SignalAll();
     return;
@@ -134,7 +141,7 @@ void Scheduler::RunOne(std::shared_ptr<ScheduledJob> job) {
     slots_.erase(it);
     return;
   }
-  PushLocked(slot, job.get(), *when);
+  PushLocked(slot, job, *when);
 }
 
 int Scheduler::RunDue(int max_runs) {

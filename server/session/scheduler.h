@@ -30,6 +30,10 @@ class ScheduledJob {
   // Does the work due at `now_ns`; returns when to run next (may be <= now_ns: as soon as
   // the jobs due earlier have run), or nullopt to leave the queue.
   virtual std::optional<std::int64_t> RunScheduled(std::int64_t now_ns) = 0;
+  // Called on the same thread after each RunScheduled, once the job is queued again: it may
+  // already be running again on another worker. For the part of a run that must not delay
+  // the next one (telling subscribers, finishing calls). Must be thread-safe.
+  virtual void AfterRun() {}
 };
 
 class Scheduler {
@@ -83,6 +87,9 @@ class Scheduler {
   std::shared_ptr<ScheduledJob> TakeDueLocked(std::int64_t now_ns)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunOne(std::shared_ptr<ScheduledJob> job);
+  // Marks a run of `job` ended and queues it again at `next` (or at an earlier time asked for
+  // meanwhile); drops it if it was cancelled or asks for nothing.
+  void Requeue(const ScheduledJob* job, std::optional<std::int64_t> next);
   void PushLocked(Slot& slot, const ScheduledJob* job, std::int64_t when_ns)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

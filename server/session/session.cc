@@ -73,7 +73,10 @@ void Session::Finish(AfterUnlock after) {
   for (const std::shared_ptr<Subscriber>& subscriber : after.ready) {
     subscriber->transport().OnReady();
   }
-  for (auto& [ticket, result] : after.finished) ticket->on_done_(std::move(result));
+  // Each Step's callback is called once and dropped: it may own its caller.
+  for (auto& [ticket, result] : after.finished) {
+    std::exchange(ticket->on_done_, nullptr)(std::move(result));
+  }
   if (after.schedule_at.has_value() && scheduler_ != nullptr) {
     scheduler_->Schedule(shared_from_this(), *after.schedule_at);
   }
@@ -240,7 +243,16 @@ absl::StatusOr<std::shared_ptr<const Frame>> Session::Reset() {
     absl::MutexLock lock(&mu_);
     const Command command = ResetCommand{};
     RETURN_IF_ERROR(CheckCommandLocked(command));
+    const std::uint64_t reset_at = world_.tick();
     RETURN_IF_ERROR(ApplyLocked(command));
+    // A Step running or queued belonged to the world that is gone: it ends here.
+    for (std::shared_ptr<StepTicket>& ticket : steps_) {
+      after.finished.emplace_back(
+          ticket, absl::AbortedError(absl::StrCat(
+                      "ticks: the session was reset at tick ", reset_at, " after ",
+                      ticket->done_, " of the Step's ", ticket->ticks_, " ticks")));
+    }
+    steps_.clear();
     // Controllers' vehicles are gone: their streams end.
     for (const Controller& controller : controllers_) {
       const auto it = std::find_if(
@@ -368,9 +380,11 @@ std::optional<std::int64_t> Session::RestartPacingLocked() {
   if (!PacedLocked()) return std::nullopt;
   const std::int64_t now_ns = clock_->NowNanos();
   AnchorLocked(now_ns);
-  return clock_settings_.mode == ClockMode::kBarrier
-             ? barrier_deadline_ns_
-             : now_ns + static_cast<std::int64_t>(period_ns_);
+  if (clock_settings_.mode == ClockMode::kBarrier) {
+    // Every controller answered already: the tick runs now, not at the timeout.
+    return BarrierReadyLocked() ? now_ns : barrier_deadline_ns_;
+  }
+  return now_ns + static_cast<std::int64_t>(period_ns_);
 }
 
 bool Session::PacedLocked() const {
@@ -410,8 +424,20 @@ std::optional<std::int64_t> Session::RunScheduled(std::int64_t now_ns) {
     }
     TakeReadyLocked(after);
   }
-  Finish(std::move(after));
+  // Subscribers are told, and finished Steps answered, in AfterRun: once the scheduler has
+  // queued the session again, so that the next tick need not wait for their encoding.
+  absl::MutexLock lock(&deferred_mu_);
+  deferred_.push_back(std::move(after));
   return next;
+}
+
+void Session::AfterRun() {
+  std::vector<AfterUnlock> deferred;
+  {
+    absl::MutexLock lock(&deferred_mu_);
+    deferred.swap(deferred_);
+  }
+  for (AfterUnlock& after : deferred) Finish(std::move(after));
 }
 
 bool Session::AllAnsweredLocked() const {
@@ -581,6 +607,7 @@ absl::Status Session::AttachController(sim::VehicleId vehicle, DisconnectAction 
                              static_cast<std::int64_t>(clock_settings_.barrier_timeout_s * 1e9);
       after.schedule_at = barrier_deadline_ns_;
     }
+    if (!steps_.empty()) after.schedule_at = clock_->NowNanos();  // Steps go first.
   }
   Finish(std::move(after));
   return absl::OkStatus();
@@ -726,8 +753,9 @@ SimTime Session::Close(const absl::Status& reason) {
     absl::MutexLock lock(&mu_);
     if (!closed_) {
       closed_ = true;
+      close_reason_ = reason;
       // Steps stop here, between two ticks.
-      const absl::Status step_status = reason.ok() ? CheckOpenLocked() : reason;
+      const absl::Status step_status = CheckOpenLocked();
       for (std::shared_ptr<StepTicket>& ticket : steps_) {
         after.finished.emplace_back(std::move(ticket), step_status);
       }
@@ -760,6 +788,7 @@ std::shared_ptr<const Frame> Session::MakeFrameLocked() const {
 
 absl::Status Session::CheckOpenLocked() const {
   if (!closed_) return absl::OkStatus();
+  if (!close_reason_.ok()) return close_reason_;  // The server is shutting down.
   return absl::NotFoundError(absl::StrCat("session_id: session ", id_, " was deleted"));
 }
 

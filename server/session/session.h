@@ -223,6 +223,9 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // kMaxLagTicks behind gives up the backlog (counted as missed) and restarts its pacing from
   // now. Factor 0: one tick per run, rescheduled at once (behind every session already due).
   std::optional<std::int64_t> RunScheduled(std::int64_t now_ns) override;
+  // ScheduledJob: tells the subscribers of the frames the last runs made and answers the
+  // Steps they finished.
+  void AfterRun() override;
 
   // The current frame.
   std::shared_ptr<const Frame> CurrentFrame() const;
@@ -368,9 +371,14 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // Subscribers offered a frame whose transports are still to be told (see Finish).
   std::vector<std::shared_ptr<Subscriber>> ready_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<CommandObserver>> observers_ ABSL_GUARDED_BY(mu_);
+  // What runs left for AfterRun (see RunScheduled).
+  absl::Mutex deferred_mu_;
+  std::vector<AfterUnlock> deferred_ ABSL_GUARDED_BY(deferred_mu_);
   std::atomic<std::int64_t> last_activity_ns_{0};
   std::atomic<bool> kept_{false};
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  // Why it closed: OK when deleted, an error (Unavailable) when the server shuts down.
+  absl::Status close_reason_ ABSL_GUARDED_BY(mu_);
 };
 
 // A paced session more than this many ticks behind its schedule gives up the backlog.

@@ -158,7 +158,7 @@ TEST(SessionManager, ShutdownClosesStreamsWithTheReasonAndRefusesNewSessions) {
   ASSERT_TRUE(sink->closed().has_value());
   EXPECT_THAT(*sink->closed(), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(sessions.Create({}), StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_THAT(session->SpawnVehicles({sim::VehicleSpec{}}), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(session->SpawnVehicles({sim::VehicleSpec{}}), StatusIs(absl::StatusCode::kUnavailable));
 }
 
 }  // namespace

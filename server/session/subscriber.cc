@@ -49,10 +49,15 @@ bool Subscriber::OfferFirst(std::shared_ptr<const Frame> frame) {
   FinishEvents(frame->contacts, tick, events);
   Filter(events);
   absl::MutexLock lock(&mu_);
-  accumulated_ = {};
-  pending_.reset();
-  pending_events_ = {};
-  queue_.clear();
+  accumulated_ = {};  // Transitions of a world that is gone.
+  if (options_.kind == SubscriberOptions::Kind::kLatest) {
+    // Nothing of the old world is worth sending, not even as a count.
+    pending_.reset();
+    pending_events_ = {};
+    skipped_ = 0;
+  }
+  // A lossless queue keeps what it holds: the first frame follows it.
+  first_pending_ = true;
   return OfferLocked(std::move(frame), std::move(events));
 }
 
@@ -66,7 +71,7 @@ bool Subscriber::OfferLocked(std::shared_ptr<const Frame> frame, FrameEvents eve
       lost_events_ = MergeEvents(std::move(lost_events_), std::move(events));
       return false;
     }
-    Delivery delivery{.frame = std::move(frame)};
+    Delivery delivery{.frame = std::move(frame), .first_frame = std::exchange(first_pending_, false)};
     if (lost_ > 0) {
       delivery.events = MergeEvents(std::exchange(lost_events_, {}), std::move(events));
       delivery.lost_frames = std::exchange(lost_, 0);
@@ -78,20 +83,27 @@ bool Subscriber::OfferLocked(std::shared_ptr<const Frame> frame, FrameEvents eve
     queue_.push_back(std::move(delivery));
     return std::exchange(waiting_, false);
   }
+  // A frame the rate limit holds back when it arrives is decimated if a newer one replaces
+  // it; one that could have been taken is skipped (the transport was busy, or had yet to
+  // come for it).
+  const bool deliverable = !max_rate_hz_set() || clock_->NowNanos() >= not_before_ns_;
   if (pending_ != nullptr) {
-    // Replaced unread: skipped if the transport was busy, decimated by the rate limit if not.
-    if (busy_) ++skipped_;
+    if (pending_deliverable_) ++skipped_;
     pending_events_ = MergeEvents(std::move(pending_events_), std::move(events));
   } else {
     pending_events_ = std::move(events);
   }
   pending_ = std::move(frame);
-  return std::exchange(waiting_, false);
+  pending_deliverable_ = deliverable;
+  // Told only when it can take the frame now; a rate-limited transport is told by the first
+  // offer after its next slot (so a Step is not cut into one-tick slices for it).
+  if (!waiting_ || !deliverable) return false;
+  waiting_ = false;
+  return true;
 }
 
 std::optional<Delivery> Subscriber::Take() {
   absl::MutexLock lock(&mu_);
-  busy_ = false;
   if (options_.kind == SubscriberOptions::Kind::kLossless) {
     if (queue_.empty()) {
       waiting_ = true;
@@ -105,18 +117,18 @@ std::optional<Delivery> Subscriber::Take() {
     waiting_ = true;
     return std::nullopt;
   }
-  if (options_.max_rate_hz.has_value() && last_delivery_ns_.has_value()) {
+  if (max_rate_hz_set()) {
     const std::int64_t now_ns = clock_->NowNanos();
-    if (static_cast<double>(now_ns - *last_delivery_ns_) < 1e9 / *options_.max_rate_hz) {
-      waiting_ = true;  // The next offer asks again.
+    if (now_ns < not_before_ns_) {
+      waiting_ = true;  // The first offer after not_before_ns_ tells it again.
       return std::nullopt;
     }
+    not_before_ns_ = now_ns + static_cast<std::int64_t>(1e9 / *options_.max_rate_hz);
   }
-  if (options_.max_rate_hz.has_value()) last_delivery_ns_ = clock_->NowNanos();
-  busy_ = true;
   return Delivery{.frame = std::exchange(pending_, nullptr),
                   .events = std::exchange(pending_events_, {}),
-                  .skipped_frames = std::exchange(skipped_, 0)};
+                  .skipped_frames = std::exchange(skipped_, 0),
+                  .first_frame = std::exchange(first_pending_, false)};
 }
 
 }  // namespace pitlane::session

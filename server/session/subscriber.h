@@ -9,8 +9,8 @@
 //
 // Two kinds:
 // - kLatest (streams, controllers, viewers): a one-frame mailbox, newest frame wins. A frame
-//   replaced before the transport took it is counted as skipped if the transport was busy (a
-//   reader too slow), or silently decimated if the rate limit held it back. Its contact
+//   replaced before the transport took it is counted as skipped (a reader too slow), unless
+//   the rate limit held it back (then it was decimated, as asked). Its contact
 //   transitions are kept for the next delivery (the kOngoing events give way to the newer
 //   frame's). A slow reader holds at most one frame and never slows the clock.
 // - kLossless (recorders): a bounded queue of every frame the decimation takes. When it is
@@ -40,8 +40,8 @@ struct Delivery {
   // Contact events since the previous delivery (see FrameEvents), filtered by the
   // subscriber's vehicles.
   FrameEvents events;
-  // kLatest: frames replaced unread since the previous delivery because the transport was
-  // still busy with an earlier one.
+  // kLatest: frames replaced unread since the previous delivery (not counting those the rate
+  // limit decimated): with the deliveries, every frame offered is accounted for.
   std::uint64_t skipped_frames = 0;
   // kLossless: frames lost just before this one because the queue was full: their ticks are
   // [lost_first_tick, lost_last_tick] (ticks the decimation does not take were never
@@ -49,6 +49,9 @@ struct Delivery {
   std::uint64_t lost_frames = 0;
   std::uint64_t lost_first_tick = 0;
   std::uint64_t lost_last_tick = 0;
+  // The first frame of a subscription, or of the session after a reset: its events describe
+  // what is in effect, as for a new subscriber (kLatest: nothing from before is left).
+  bool first_frame = false;
 };
 
 // The transport side of a subscriber: a gRPC stream, a WebSocket, a file writer.
@@ -70,7 +73,10 @@ struct SubscriberOptions {
   // Frames of ticks that are a multiple of this (>= 1) are offered.
   std::uint32_t every_n_ticks = 1;
   // kLatest: at most this many deliveries per wall-clock second; unset = no limit. A frame
-  // that arrives too early waits in the mailbox (and may be replaced).
+  // that arrives too early waits in the mailbox (and may be replaced). The transport is told
+  // by the first frame offered after its slot: a frame held back when the session stops
+  // ticking (lockstep, paused, barrier) waits for the next tick, or for a transport that asks
+  // again (Take) on its own timer.
   std::optional<double> max_rate_hz;
   // Events only of contacts involving these vehicles (sorted, unique); empty = all.
   std::vector<sim::VehicleId> vehicle_ids;
@@ -89,8 +95,8 @@ class Subscriber {
   SubscriberTransport& transport() const { return *transport_; }
 
   // The next delivery, or nullopt if none is due now (nothing new, or the rate limit holds
-  // it back): OnReady comes when one is. A kLatest transport that takes a delivery counts as
-  // busy until it calls Take again.
+  // it back): OnReady comes with the next frame that can be taken. A transport calls it
+  // when it can send, and again each time it has sent.
   std::optional<Delivery> Take();
 
   // Session side, under its lock. The contact transitions (kBegan, kEnded) of a tick; kept
@@ -108,6 +114,7 @@ class Subscriber {
  private:
   bool OfferLocked(std::shared_ptr<const Frame> frame, FrameEvents events)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool max_rate_hz_set() const { return options_.max_rate_hz.has_value(); }
   void Filter(FrameEvents& events) const;
 
   const SubscriberOptions options_;
@@ -118,13 +125,14 @@ class Subscriber {
   FrameEvents accumulated_ ABSL_GUARDED_BY(mu_);  // Transitions since the last offer.
   // kLatest: the mailbox.
   std::shared_ptr<const Frame> pending_ ABSL_GUARDED_BY(mu_);
+  bool pending_deliverable_ ABSL_GUARDED_BY(mu_) = false;  // Past the rate limit's slot.
   FrameEvents pending_events_ ABSL_GUARDED_BY(mu_);
   std::uint64_t skipped_ ABSL_GUARDED_BY(mu_) = 0;
-  // Whether the transport holds a delivery it has not come back from (busy), and whether it
-  // asked and found nothing due (so the next offer must wake it).
-  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  // Whether the transport asked and found nothing due (so the next offer must wake it).
   bool waiting_ ABSL_GUARDED_BY(mu_) = true;
-  std::optional<std::int64_t> last_delivery_ns_ ABSL_GUARDED_BY(mu_);
+  // Rate limit: the next delivery may not be taken before this time (clock_'s).
+  std::int64_t not_before_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  bool first_pending_ ABSL_GUARDED_BY(mu_) = false;  // The next delivery is a first frame.
   // kLossless: the queue, and frames lost since the last queued one.
   std::deque<Delivery> queue_ ABSL_GUARDED_BY(mu_);
   std::uint64_t lost_ ABSL_GUARDED_BY(mu_) = 0;
