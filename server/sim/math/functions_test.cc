@@ -170,7 +170,7 @@ TEST(Atan, SpecialValues) {
   EXPECT_TRUE(std::isnan(Atan(kNan)));
 }
 
-TEST(Atan2, WithinOneUlpOfLibm) {
+TEST(Atan2, WithinOneAndAHalfUlpOfLibm) {
   // Points (x, y) of random direction and log-uniform radius: the angle covers the circle
   // uniformly; and points spread over the whole exponent range.
   std::mt19937_64 rng(7);
@@ -208,7 +208,7 @@ TEST(Atan2, WithinOneUlpOfLibm) {
     std::printf("%-8s %-28s max error %.3f ulp\n", "Atan2", sample.name, range_worst);
     worst = std::max(worst, range_worst);
   }
-  EXPECT_LE(worst, 1.0);
+  EXPECT_LE(worst, 1.5);
 }
 
 TEST(Atan2, SpecialValuesFollowC) {
