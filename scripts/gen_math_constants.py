@@ -70,3 +70,4 @@ def clear_low_bits(value, n):
 head = clear_low_bits(pi / 2, 20)
 middle = clear_low_bits(pi / 2 - head, 20)
 print("pi/2 head, middle, tail =", d(head), d(middle), d(pi / 2 - head - middle))
+print("pi/2 rest (middle + tail) =", d(pi / 2 - head))

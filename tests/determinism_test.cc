@@ -37,11 +37,11 @@ constexpr Golden kGoldens[] = {
     {"kinematic_bicycle", 0x1505d4169e2a3e2f, 0xc4485a69ea81a02d},
     {"physics_body", 0x85fc05f024a148e0, 0xc4485a69ea81a02d},
     {"single_track", 0x2ca8fb92ed8cf06a, 0xc4485a69ea81a02d},
-    {"front_wheel_drive", 0x2a67b5f5cc969cf4, 0xc4485a69ea81a02d},
-    {"all_wheel_drive", 0xc56298d2f754005c, 0xc4485a69ea81a02d},
+    {"front_wheel_drive", 0xd1ff3074786b6e21, 0xc4485a69ea81a02d},
+    {"all_wheel_drive", 0x9b8fdd73cb85a769, 0xc4485a69ea81a02d},
     {"force_based", 0x2d334252ab1aa44f, 0xc4485a69ea81a02d},
     {"four_wheel", 0xb7eea6d43c693fb6, 0xc4485a69ea81a02d},
-    {"collisions_sensors_drivers", 0xac5b58bd398d7fcf, 0x24e73a451ef52c65},
+    {"collisions_sensors_drivers", 0xc7354c3048a1d243, 0x24e73a451ef52c65},
 };
 
 const Golden& GoldenOf(const std::string& scene) {

@@ -29,6 +29,24 @@ double ExpSlow(double x) {
   return (y * PowerOfTwo(e.m + 537)) * PowerOfTwo(-537);
 }
 
+double Atan2Slow(double ay, double ax, int left) {
+  if (ax != ax || ay != ay) return ax + ay;  // NaN.
+  if (std::isinf(ax) || std::isinf(ay)) {
+    // Both infinite: the diagonals, pi/4 or 3 pi/4. One infinite: its axis.
+    if (!std::isinf(ay)) return kAtanBase[left][0][0];  // 0 or pi.
+    return std::isinf(ax) ? kAtanBase[left][3][0] : kPi / 2;
+  }
+  if (ay == 0.0) return left ? kPi : 0.0;  // Also for x = +-0: C's atan2(+-0, -+0).
+  if (ax == 0.0) return kPi / 2;
+  // Finite, beyond AtanKernel's range: scale both by the same power of two (exact, unless the
+  // smaller underflows, whose angle then rounds to the axis anyway).
+  const double scale = (ax > 0x1p900 || ay > 0x1p900) ? 0x1p-200 : 0x1p600;
+  ax *= scale;
+  ay *= scale;
+  return ay <= ax ? AtanKernel<false>(ay, 0.0, ax, 0.0, left)
+                  : AtanKernel<false>(ax, 0.0, ay, 0.0, left + 1);
+}
+
 }  // namespace math_internal
 
 // x = 2^e m with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact, by Sterbenz), and

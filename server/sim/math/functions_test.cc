@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <numbers>
 #include <random>
 #include <string>
 #include <vector>
@@ -170,7 +171,7 @@ TEST(Atan, SpecialValues) {
   EXPECT_TRUE(std::isnan(Atan(kNan)));
 }
 
-TEST(Atan2, WithinOneUlpOfLibm) {
+TEST(Atan2, WithinOneAndAHalfUlpOfLibm) {
   // Points (x, y) of random direction and log-uniform radius: the angle covers the circle
   // uniformly; and points spread over the whole exponent range.
   std::mt19937_64 rng(7);
@@ -208,7 +209,7 @@ TEST(Atan2, WithinOneUlpOfLibm) {
     std::printf("%-8s %-28s max error %.3f ulp\n", "Atan2", sample.name, range_worst);
     worst = std::max(worst, range_worst);
   }
-  EXPECT_LE(worst, 1.0);
+  EXPECT_LE(worst, 1.5);
 }
 
 TEST(Atan2, SpecialValuesFollowC) {
@@ -283,6 +284,24 @@ TEST(SinCos, WithinTwoUlpsOfLibmEverywhere) {
       [](long double x) { return std::cos(x); });
   EXPECT_LE(worst_sin, 2.0);
   EXPECT_LE(worst_cos, 2.0);
+}
+
+// The doubles nearest k pi/2 within the fast range, where r is tiny and the reduction takes
+// its three-part branch: the result keeps its relative accuracy.
+TEST(SinCos, NearMultiplesOfHalfPiInTheFastRange) {
+  double worst = 0.0;
+  for (int k = -652; k <= 652; ++k) {
+    const double nearest = static_cast<double>(k * (std::numbers::pi_v<long double> / 2));
+    for (const double x :
+         {std::nextafter(nearest, -kInf), nearest, std::nextafter(nearest, kInf)}) {
+      double s, c;
+      SinCos(x, &s, &c);
+      const long double lx = x;
+      worst = std::max({worst, UlpError(s, std::sin(lx)), UlpError(c, std::cos(lx))});
+    }
+  }
+  std::printf("SinCos next to k pi/2, |k| <= 652: max error %.3f ulp\n", worst);
+  EXPECT_LE(worst, 2.0);
 }
 
 TEST(SinCos, LargeArgumentsNearMultiplesOfHalfPi) {
