@@ -240,3 +240,26 @@ def assert_rpc_error(call, code, *substrings):
             f"{code} details {err.details()!r} do not name {text!r}"
         )
     return err
+
+
+class StreamEnd:
+    """Reads a stream to its end on a thread of its own; `code` is how it ended."""
+
+    def __init__(self, stream):
+        self.code = None
+        self._thread = threading.Thread(target=self._drain, args=(stream,))
+        self._thread.start()
+
+    def _drain(self, stream):
+        try:
+            for _ in stream:
+                pass
+            self.code = grpc.StatusCode.OK
+        except grpc.RpcError as err:
+            self.code = err.code()
+
+    def wait(self, timeout_s=5.0):
+        """Waits for the end; returns its status code (None if it has not ended)."""
+        self._thread.join(timeout=timeout_s)
+        return self.code
+

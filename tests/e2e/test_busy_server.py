@@ -7,7 +7,6 @@ Each test starts its own server with room for big sessions.
 import math
 import signal
 import statistics
-import threading
 import time
 
 import grpc
@@ -15,7 +14,7 @@ import pytest
 
 import pitlane
 from pitlane.v1 import simulator_pb2 as pb
-from conftest import running_server
+from conftest import StreamEnd, running_server
 
 BIG = 20_000            # Vehicles in a big session.
 LONG_STEP_S = 5.0       # Wall time a long Step is calibrated to take; at least 3 s is checked.
@@ -154,18 +153,7 @@ def test_sigterm_stops_a_running_step_and_exits_within_3_s():
             client.spawn_vehicle(watched)
             stream = client.stream_states(watched)
             next(stream)
-            ends = {}
-
-            def drain():
-                try:
-                    for _ in stream:
-                        pass
-                    ends["stream"] = grpc.StatusCode.OK
-                except grpc.RpcError as err:
-                    ends["stream"] = err.code()
-
-            reader = threading.Thread(target=drain)
-            reader.start()
+            end = StreamEnd(stream)
             future = long_step(client, sid, 10_000)
             time.sleep(1.0)
             assert not future.done()
@@ -173,9 +161,8 @@ def test_sigterm_stops_a_running_step_and_exits_within_3_s():
             server.proc.send_signal(signal.SIGTERM)
             assert server.proc.wait(timeout=5.0) == 0
             took = time.monotonic() - t0
-            reader.join(timeout=5.0)
             assert took < 3.0, f"exit took {took:.2f} s"
-            assert ends.get("stream") == grpc.StatusCode.UNAVAILABLE
+            assert end.wait() == grpc.StatusCode.UNAVAILABLE
             with pytest.raises(grpc.RpcError) as info:
                 future.result()
             assert info.value.code() == grpc.StatusCode.UNAVAILABLE

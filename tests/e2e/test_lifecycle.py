@@ -2,14 +2,13 @@
 streams open (they end with UNAVAILABLE and the process exits 0 within a bound)."""
 
 import signal
-import threading
 import time
 
 import grpc
 import pytest
 
 import pitlane
-from conftest import assert_rpc_error, running_server
+from conftest import StreamEnd, assert_rpc_error, running_server
 
 
 def test_idle_sessions_are_reaped_but_not_those_in_use():
@@ -44,26 +43,14 @@ def test_shutdown_ends_open_streams_with_unavailable_and_exits_zero():
             next(stream)
             driver = client.drive(sid, car)
             driver.observe()
-            ends = {}
-
-            def drain_stream():
-                try:
-                    for _ in stream:
-                        pass
-                    ends["stream"] = grpc.StatusCode.OK
-                except grpc.RpcError as err:
-                    ends["stream"] = err.code()
-
-            reader = threading.Thread(target=drain_stream)
-            reader.start()
+            end = StreamEnd(stream)
             t0 = time.monotonic()
             server.proc.send_signal(signal.SIGTERM)
-            reader.join(timeout=5.0)
             with pytest.raises(grpc.RpcError) as info:
                 while True:
                     driver.observe(timeout_s=5.0)
             assert info.value.code() == grpc.StatusCode.UNAVAILABLE
-            assert ends.get("stream") == grpc.StatusCode.UNAVAILABLE
+            assert end.wait() == grpc.StatusCode.UNAVAILABLE
             assert server.proc.wait(timeout=5.0) == 0
             assert time.monotonic() - t0 < 3.0  # Well within the 2 s grace plus start-up.
             driver.close()
