@@ -48,7 +48,7 @@ status=0
 # The progress lines and any report, without libFuzzer's dictionary.
 grep -E '^#[0-9]+ |ERROR|SUMMARY|Test unit written|fuzz check failed' "$log" | tail -n 12 || true
 executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
-echo "fuzz.sh: $target ran ${executions:-?} inputs in ${seconds} s (status $status; log $log)"
+echo "fuzz.sh: $target ran ${executions:-?} inputs (at most ${seconds} s; status $status; log $log)"
 if [ "${PITLANE_FUZZ_MERGE:-0}" = 1 ] && [ "$status" = 0 ]; then
   "$build_dir/bin/$target" -merge=1 -max_len="$max_len" "fuzz/corpus/$target" "$corpus" \
     >>"$log" 2>&1
