@@ -46,7 +46,7 @@ status=0
   -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$artifacts/" "$@" "$corpus" \
   >"$log" 2>&1 || status=$?
 # The progress lines and any report, without libFuzzer's dictionary.
-grep -E '^#[0-9]+ |ERROR|SUMMARY|Test unit written|fuzz check failed' "$log" | tail -n 12 || true
+grep -E '^#[0-9]+[[:space:]]|==[0-9]+==.*ERROR|SUMMARY|Test unit written|fuzz check failed' "$log" | tail -n 12 || true
 executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
 echo "fuzz.sh: $target ran ${executions:-?} inputs (at most ${seconds} s; status $status; log $log)"
 if [ "${PITLANE_FUZZ_MERGE:-0}" = 1 ] && [ "$status" = 0 ]; then
