@@ -30,7 +30,7 @@ class RecordingTransport final : public SubscriberTransport {
 
   void OnReady() override {
     absl::MutexLock lock(&mu_);
-    if (subscriber_ == nullptr || hold_) return;
+    if (hold_) return;
     DrainLocked();
   }
   void OnClosed(const absl::Status& reason) override {
@@ -78,13 +78,17 @@ class RecordingTransport final : public SubscriberTransport {
 
  private:
   void DrainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    while (std::optional<Delivery> delivery = subscriber_->Take()) {
+    const std::shared_ptr<Subscriber> subscriber = subscriber_.lock();
+    if (subscriber == nullptr) return;
+    while (std::optional<Delivery> delivery = subscriber->Take()) {
       deliveries_.push_back(*std::move(delivery));
     }
   }
 
   mutable absl::Mutex mu_;
-  std::shared_ptr<Subscriber> subscriber_ ABSL_GUARDED_BY(mu_);
+  // Weak: the subscriber owns its transport, and a strong pointer back would make a cycle
+  // that LeakSanitizer reports.
+  std::weak_ptr<Subscriber> subscriber_ ABSL_GUARDED_BY(mu_);
   std::vector<Delivery> deliveries_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mu_);
   bool hold_ ABSL_GUARDED_BY(mu_) = false;

@@ -512,7 +512,10 @@ TEST(CollisionSat, MatchesPolygonOracleOnRandomPairs) {
   int near_boundary = 0;              // Pairs within [0.5, 2] tolerances.
   constexpr int kPairs = 200'000;
   for (int i = 0; i < kPairs; ++i) {
-    const auto [a, b] = RandomPair(rng);
+    // Not a structured binding: clang 14 cannot capture one in `trace` (P1091, clang 16).
+    const std::pair<CollisionBox, CollisionBox> pair = RandomPair(rng);
+    const CollisionBox& a = pair.first;
+    const CollisionBox& b = pair.second;
     const BoxContact contact = CollideBoxes(a, b);
     const Oracle oracle = Measure(a, b);
     const auto trace = [&] {

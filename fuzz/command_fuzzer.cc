@@ -1,0 +1,290 @@
+// Fuzzes the session's one door: a sequence of commands decoded from the input, applied with
+// Session::Apply to a small LOCKSTEP session (no scheduler).
+//
+// Values come from the bytes, special ones included (NaN, infinities, huge, negative, raw
+// bit patterns) and ids alive, gone or never given. After every command: no NaN or infinity
+// in any vehicle's state and no more vehicles than max_vehicles (fuzz_checks.h). At the end,
+// determinism: the run, recorded with a CommandLog, replayed into a fresh session of the same
+// config gives the same state hash at every tick. A broken invariant aborts.
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "fuzz/fuzz_checks.h"
+#include "fuzzer/FuzzedDataProvider.h"
+#include "server/session/command.h"
+#include "server/session/replay.h"
+#include "server/session/session.h"
+
+namespace pitlane::fuzz {
+namespace {
+
+constexpr std::uint32_t kMaxVehicles = 4;
+// Replay steps in chunks of 1000 ticks (replay.cc), so a session it can replay allows that.
+constexpr std::uint32_t kMaxTicksPerStep = 1000;
+// Most Steps are short; a few ask one tick more than allowed.
+constexpr std::uint32_t kMaxFuzzedTicks = 9;
+constexpr int kMaxCommands = 64;
+
+// A double from the input: often a special value, else an ordinary one in a physical range,
+// else any bit pattern.
+double ConsumeDouble(FuzzedDataProvider& data) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  static constexpr std::array<double, 14> kSpecial = {
+      std::numeric_limits<double>::quiet_NaN(), kInf, -kInf, 0.0, -0.0,
+      std::numeric_limits<double>::max(), std::numeric_limits<double>::lowest(),
+      std::numeric_limits<double>::denorm_min(), 1e7, -1e7, 1e300, 1.0, -1.0, 1000.0};
+  switch (data.ConsumeIntegralInRange(0, 3)) {
+    case 0:
+      return kSpecial[data.ConsumeIntegralInRange<std::size_t>(0, kSpecial.size() - 1)];
+    case 1: {
+      const auto bits = data.ConsumeIntegral<std::uint64_t>();
+      double value;
+      std::memcpy(&value, &bits, sizeof value);
+      return value;
+    }
+    default:
+      return data.ConsumeFloatingPointInRange(-100.0, 100.0);
+  }
+}
+
+// Sometimes unset, else ConsumeDouble.
+std::optional<double> ConsumeOptionalDouble(FuzzedDataProvider& data) {
+  if (data.ConsumeBool()) return std::nullopt;
+  return ConsumeDouble(data);
+}
+
+// A vehicle id: mostly one alive now, else one from a small range (gone or not yet given),
+// else any.
+sim::VehicleId ConsumeVehicleId(FuzzedDataProvider& data, const session::Session& session) {
+  const std::shared_ptr<const session::Frame> frame = session.CurrentFrame();
+  const std::vector<sim::VehicleSnapshot>& alive = frame->vehicles;
+  switch (data.ConsumeIntegralInRange(0, 3)) {
+    case 0:
+      return data.ConsumeIntegralInRange<sim::VehicleId>(0, 32);
+    case 1:
+      return data.ConsumeIntegral<sim::VehicleId>();
+    default:
+      if (alive.empty()) return 1;
+      return alive[data.ConsumeIntegralInRange<std::size_t>(0, alive.size() - 1)].id;
+  }
+}
+
+// The default spec of model `index` (an alternative of sim::VehicleModelSpec).
+template <std::size_t... kIndex>
+sim::VehicleModelSpec DefaultModel(std::size_t index, std::index_sequence<kIndex...>) {
+  sim::VehicleModelSpec model;
+  ((index == kIndex ? (model.emplace<kIndex>(), 0) : 0), ...);
+  return model;
+}
+
+sim::VehicleSpec ConsumeVehicleSpec(FuzzedDataProvider& data) {
+  sim::VehicleSpec spec;
+  spec.model = DefaultModel(data.ConsumeIntegralInRange<std::size_t>(0, sim::kModelKindCount - 1),
+                            std::make_index_sequence<sim::kModelKindCount>());
+  // Mostly ordinary poses (so vehicles meet), sometimes anything.
+  if (data.ConsumeBool()) {
+    spec.initial_pose = {.x_m = data.ConsumeFloatingPointInRange(-30.0, 30.0),
+                         .y_m = data.ConsumeFloatingPointInRange(-30.0, 30.0),
+                         .yaw_rad = data.ConsumeFloatingPointInRange(-4.0, 4.0)};
+  } else {
+    spec.initial_pose = {ConsumeDouble(data), ConsumeDouble(data), ConsumeDouble(data)};
+  }
+  if (data.ConsumeBool()) spec.initial_speed_mps = ConsumeDouble(data);
+  if (data.ConsumeBool()) {
+    spec.length_m = ConsumeDouble(data);
+    spec.width_m = ConsumeDouble(data);
+  }
+  if (data.ConsumeBool()) {
+    spec.limits.max_steering_angle_rad = ConsumeOptionalDouble(data);
+    spec.limits.max_acceleration_mps2 = ConsumeOptionalDouble(data);
+    spec.limits.max_braking_mps2 = ConsumeOptionalDouble(data);
+    spec.limits.max_speed_mps = ConsumeOptionalDouble(data);
+    spec.limits.max_reverse_speed_mps = ConsumeOptionalDouble(data);
+    spec.limits.max_steering_rate_radps = ConsumeOptionalDouble(data);
+  }
+  if (data.ConsumeIntegralInRange(0, 7) == 0) {
+    spec.range_scan = sim::RangeScanSpec{
+        .beam_count = data.ConsumeIntegralInRange<std::uint32_t>(0, 70),
+        .field_of_view_rad = ConsumeDouble(data),
+        .max_range_m = ConsumeDouble(data)};
+  }
+  if (data.ConsumeIntegralInRange(0, 7) == 0) {
+    spec.nearest_objects = sim::NearestObjectsSpec{
+        .count = data.ConsumeIntegralInRange<std::uint32_t>(0, 10),
+        .radius_m = ConsumeDouble(data)};
+  }
+  switch (data.ConsumeIntegralInRange(0, 5)) {
+    case 0:
+      spec.driver = sim::CruiseDriverSpec{.target_speed_mps = ConsumeDouble(data)};
+      break;
+    case 1:
+      // The session's one route is 0; others do not exist.
+      spec.driver = sim::RouteFollowerSpec{
+          .route = data.ConsumeIntegralInRange<std::uint32_t>(0, 1),
+          .target_speed_mps = ConsumeDouble(data),
+          .style = static_cast<sim::DriverStyle>(data.ConsumeIntegralInRange(0, 3))};
+      break;
+    default:
+      break;
+  }
+  return spec;
+}
+
+sim::ObstacleSpec ConsumeObstacleSpec(FuzzedDataProvider& data) {
+  sim::ObstacleSpec spec;
+  spec.center_x_m = data.ConsumeBool() ? data.ConsumeFloatingPointInRange(-30.0, 30.0)
+                                       : ConsumeDouble(data);
+  spec.center_y_m = data.ConsumeBool() ? data.ConsumeFloatingPointInRange(-30.0, 30.0)
+                                       : ConsumeDouble(data);
+  if (data.ConsumeBool()) spec.yaw_rad = ConsumeDouble(data);
+  if (data.ConsumeBool()) {
+    spec.length_m = ConsumeDouble(data);
+    spec.width_m = ConsumeDouble(data);
+  }
+  return spec;
+}
+
+sim::VehicleInput ConsumeInput(FuzzedDataProvider& data, const session::Session& session) {
+  // Each field set with some probability: a model rejects the fields it does not use.
+  sim::VehicleInput input{.id = ConsumeVehicleId(data, session)};
+  if (data.ConsumeBool()) input.acceleration_mps2 = ConsumeDouble(data);
+  if (data.ConsumeBool()) input.steering_angle_rad = ConsumeDouble(data);
+  if (data.ConsumeBool()) input.throttle = ConsumeDouble(data);
+  if (data.ConsumeBool()) input.brake = ConsumeDouble(data);
+  if (data.ConsumeBool()) input.target_speed_mps = ConsumeDouble(data);
+  if (data.ConsumeBool()) input.yaw_rate_radps = ConsumeDouble(data);
+  return input;
+}
+
+session::Command ConsumeCommand(FuzzedDataProvider& data, const session::Session& session) {
+  switch (data.ConsumeIntegralInRange(0, 10)) {
+    case 0:
+    case 1: {
+      session::SpawnVehiclesCommand spawn;
+      const int count = data.ConsumeIntegralInRange(0, 3);
+      for (int i = 0; i < count; ++i) spawn.specs.push_back(ConsumeVehicleSpec(data));
+      return spawn;
+    }
+    case 2:
+      return session::RemoveVehicleCommand{.vehicle_id = ConsumeVehicleId(data, session)};
+    case 3: {
+      session::AddObstaclesCommand add;
+      const int count = data.ConsumeIntegralInRange(0, 3);
+      for (int i = 0; i < count; ++i) add.specs.push_back(ConsumeObstacleSpec(data));
+      return add;
+    }
+    case 4:
+      return session::RemoveObstacleCommand{
+          .obstacle_id = data.ConsumeBool() ? data.ConsumeIntegralInRange<sim::ObstacleId>(0, 16)
+                                            : data.ConsumeIntegral<sim::ObstacleId>()};
+    case 5: {
+      session::SetControlsCommand controls;
+      const int count = data.ConsumeIntegralInRange(0, 3);
+      for (int i = 0; i < count; ++i) controls.inputs.push_back(ConsumeInput(data, session));
+      return controls;
+    }
+    case 6:
+      return session::AttachControllerCommand{.vehicle_id = ConsumeVehicleId(data, session)};
+    case 7:
+      return session::DetachControllerCommand{
+          .vehicle_id = ConsumeVehicleId(data, session),
+          .on_disconnect = data.ConsumeBool() ? session::DisconnectAction::kBrakeToStop
+                                              : session::DisconnectAction::kHoldControls};
+    case 8: {
+      session::ClockUpdate update;
+      if (data.ConsumeBool()) {
+        update.mode = static_cast<session::ClockMode>(data.ConsumeIntegralInRange(0, 2));
+      }
+      if (data.ConsumeBool()) update.real_time_factor = ConsumeDouble(data);
+      if (data.ConsumeBool()) update.paused = data.ConsumeBool();
+      if (data.ConsumeBool()) update.barrier_timeout_s = ConsumeDouble(data);
+      return session::SetClockCommand{.update = update};
+    }
+    case 9:
+      if (data.ConsumeIntegralInRange(0, 3) == 0) return session::ResetCommand{};
+      [[fallthrough]];
+    default:
+      return session::StepCommand{
+          .ticks = data.ConsumeIntegralInRange(0, 15) == 0
+                       ? kMaxTicksPerStep + 1
+                       : data.ConsumeIntegralInRange<std::uint32_t>(0, kMaxFuzzedTicks)};
+  }
+}
+
+std::shared_ptr<session::Session> MakeSession(const session::SessionConfig& config) {
+  const absl::StatusOr<sim::World> world = session::BuildWorld(config);
+  if (!world.ok()) Fail("the fuzz session's config does not build");
+  auto session = std::make_shared<session::Session>("s-fuzz", config, *world, kMaxTicksPerStep);
+  session->Start();
+  return session;
+}
+
+void Run(FuzzedDataProvider& data) {
+  // One route (for route followers), walls or none, either collision policy.
+  session::SessionConfig config{
+      .name = "fuzz",
+      .world = {.tick_rate_hz = data.ConsumeBool() ? 50.0 : 1000.0,
+                .seed = data.ConsumeIntegral<std::uint8_t>(),
+                .max_vehicles = kMaxVehicles,
+                .collision_policy = data.ConsumeBool() ? sim::CollisionPolicy::kReport
+                                                       : sim::CollisionPolicy::kStop,
+                .routes = {sim::Route{
+                    .points = {{-20, -20}, {20, -20}, {20, 20}, {-20, 20}}, .closed = true}}},
+      .route_names = {"loop"}};
+  if (data.ConsumeBool()) {
+    config.world.bounds = sim::WorldBounds{.min_x_m = -40, .min_y_m = -40, .max_x_m = 40,
+                                           .max_y_m = 40};
+  }
+  const std::shared_ptr<session::Session> original = MakeSession(config);
+  auto log = std::make_shared<session::CommandLog>();
+  original->AddObserver(log);
+  CheckSession(*original);
+
+  for (int i = 0; i < kMaxCommands && data.remaining_bytes() > 0; ++i) {
+    (void)original->Apply(ConsumeCommand(data, *original));
+    CheckSession(*original);
+  }
+
+  // The same run again, from the record alone.
+  const std::shared_ptr<session::Session> copy = MakeSession(config);
+  auto replayed = std::make_shared<session::CommandLog>();
+  copy->AddObserver(replayed);
+  const absl::Status status = session::Replay(*copy, log->commands(), original->Now().tick);
+  if (!status.ok()) {
+    std::fprintf(stderr, "replay: %s\n", status.ToString().c_str());
+    Fail("the replay failed");
+  }
+  const std::vector<session::TickHash> expected = log->hashes();
+  const std::vector<session::TickHash> actual = replayed->hashes();
+  if (actual != expected) {
+    for (std::size_t i = 0; i < std::min(actual.size(), expected.size()); ++i) {
+      if (actual[i] == expected[i]) continue;
+      std::fprintf(stderr, "tick %llu: hash %llx recorded, %llx replayed\n",
+                   static_cast<unsigned long long>(expected[i].tick),
+                   static_cast<unsigned long long>(expected[i].state_hash),
+                   static_cast<unsigned long long>(actual[i].state_hash));
+      break;
+    }
+    Fail("the replay's hashes differ (ticks recorded, replayed)",
+         static_cast<double>(expected.size() * 100000 + actual.size()));
+  }
+  if (copy->StateHash() != original->StateHash()) Fail("the final state hashes differ");
+}
+
+}  // namespace
+}  // namespace pitlane::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  FuzzedDataProvider provider(data, size);
+  pitlane::fuzz::Run(provider);
+  return 0;
+}
