@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 build_dir=${PITLANE_BUILD_DIR:-build}
+export CCACHE_BASEDIR=$PWD  # Paths relative to the checkout: cache hits across checkouts.
 if [ ! -f "$build_dir/build.ninja" ]; then
   launcher=()
   # ccache (installed by setup) makes rebuilds of unchanged files, and other checkouts, cheap.

@@ -135,7 +135,9 @@ TEST(Determinism, ScenesSteppedByTheServerWorkersEndOnTheirGoldens) {
         session->Start();
         for (std::uint64_t tick = 0; tick < scene.ticks; ++tick) {
           const std::vector<VehicleInput> inputs = scene.inputs_at(tick);
-          if (!inputs.empty()) ASSERT_TRUE(session->SetControls(inputs).ok());
+          if (!inputs.empty()) {
+            ASSERT_TRUE(session->SetControls(inputs).ok());
+          }
           std::promise<absl::Status> done;
           ASSERT_TRUE(session
                           ->StartStep(1, tick,

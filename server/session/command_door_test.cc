@@ -33,8 +33,10 @@ SessionConfig Config(std::uint32_t max_vehicles = 8) {
   return SessionConfig{.name = "door", .world = {.tick_rate_hz = 50, .max_vehicles = max_vehicles}};
 }
 
-std::shared_ptr<Session> MakeSession(Scheduler* scheduler, SessionConfig config = Config()) {
-  auto session = std::make_shared<Session>("s-door", config, *BuildWorld(config), 1000, scheduler);
+std::shared_ptr<Session> MakeSession(Scheduler* scheduler, SessionConfig config = Config(),
+                                     std::uint32_t max_ticks_per_step = 1000) {
+  auto session = std::make_shared<Session>("s-door", config, *BuildWorld(config),
+                                           max_ticks_per_step, scheduler);
   session->Start();
   return session;
 }
@@ -394,6 +396,28 @@ TEST(Steps, ABarrierClockResumedWhenEveryControllerAnsweredTicksAtOnce) {
   clock.Advance(1'000'000);  // 1 ms, far less than the timeout.
   scheduler.RunDue(1);
   EXPECT_EQ(session->Now().tick, 1u);
+}
+
+TEST(CommandDoor, AReplayStepsWithinTheSessionsLimit) {
+  auto original = MakeSession(nullptr);
+  auto log = std::make_shared<CommandLog>();
+  original->AddObserver(log);
+  ASSERT_TRUE(original->SpawnVehicles({sim::VehicleSpec{}}).ok());
+  ASSERT_TRUE(original->Step(20, std::nullopt).ok());
+  ASSERT_TRUE(original->SetControls({{.id = 1, .acceleration_mps2 = 1.0}}).ok());
+  ASSERT_TRUE(original->Step(20, std::nullopt).ok());
+  auto copy = MakeSession(nullptr, Config(), /*max_ticks_per_step=*/8);
+  ASSERT_TRUE(Replay(*copy, log->commands(), 40).ok());
+  EXPECT_EQ(copy->StateHash(), original->StateHash());
+}
+
+TEST(Subscribers, ATinyRateLimitHoldsFramesBackWithoutOverflowing) {
+  auto session = MakeSession(nullptr);
+  auto [reader, subscriber] =
+      testutil::RecordingTransport::Make(session->clock(), {.max_rate_hz = 1e-300});
+  ASSERT_TRUE(session->Subscribe(subscriber).ok());
+  ASSERT_TRUE(session->Step(3, std::nullopt).ok());
+  EXPECT_THAT(reader->ticks(), ElementsAre(0));  // The next slot is a year away.
 }
 
 }  // namespace

@@ -42,8 +42,7 @@ std::vector<TickHash> CommandLog::hashes() const {
 
 absl::Status Replay(Session& session, absl::Span<const RecordedCommand> commands,
                     std::uint64_t final_tick) {
-  // Steps of at most 1,000 ticks: any server's max_ticks_per_step allows that.
-  constexpr std::uint32_t kMaxTicks = 1000;
+  const std::uint32_t max_ticks = session.max_ticks_per_step();
   for (std::size_t i = 0; i < commands.size(); ++i) {
     const RecordedCommand& recorded = commands[i];
     if (std::holds_alternative<SetClockCommand>(recorded.command) ||
@@ -55,7 +54,7 @@ absl::Status Replay(Session& session, absl::Span<const RecordedCommand> commands
           absl::StrCat("commands[", i, "]: recorded at tick ", recorded.tick,
                        " but the replay is already at tick ", session.Now().tick));
     }
-    if (absl::Status status = StepTo(session, recorded.tick, kMaxTicks); !status.ok()) {
+    if (absl::Status status = StepTo(session, recorded.tick, max_ticks); !status.ok()) {
       return status;
     }
     if (absl::Status status = session.Apply(recorded.command); !status.ok()) {
@@ -64,7 +63,7 @@ absl::Status Replay(Session& session, absl::Span<const RecordedCommand> commands
           status.message()));
     }
   }
-  return StepTo(session, final_tick, kMaxTicks);
+  return StepTo(session, final_tick, max_ticks);
 }
 
 }  // namespace pitlane::session

@@ -164,6 +164,8 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   Session& operator=(const Session&) = delete;
 
   const std::string& id() const { return id_; }
+  // The most ticks one Step may advance.
+  std::uint32_t max_ticks_per_step() const { return max_ticks_per_step_; }
   // As created (the clock in it is the initial one; Describe has the current clock).
   const SessionConfig& config() const { return config_; }
   // The clock pacing and rate limits are measured with (the scheduler's, or a steady clock).

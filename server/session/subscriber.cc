@@ -4,6 +4,11 @@
 #include <utility>
 
 namespace pitlane::session {
+namespace {
+
+constexpr double kMaxRatePeriod_ns = 365.0 * 24 * 3600 * 1e9;
+
+}  // namespace
 
 Subscriber::Subscriber(SubscriberOptions options, std::shared_ptr<SubscriberTransport> transport,
                        const Clock* clock)
@@ -123,7 +128,9 @@ std::optional<Delivery> Subscriber::Take() {
       waiting_ = true;  // The first offer after not_before_ns_ tells it again.
       return std::nullopt;
     }
-    not_before_ns_ = now_ns + static_cast<std::int64_t>(1e9 / *options_.max_rate_hz);
+    // At most a year between deliveries, whatever tiny rate was asked: no overflow.
+    const double period_ns = std::min(1e9 / *options_.max_rate_hz, kMaxRatePeriod_ns);
+    not_before_ns_ = now_ns + static_cast<std::int64_t>(period_ns);
   }
   return Delivery{.frame = std::exchange(pending_, nullptr),
                   .events = std::exchange(pending_events_, {}),
