@@ -145,8 +145,39 @@ TEST(Steps, ClosingEndsRunningAndQueuedSteps) {
   EXPECT_EQ(third.result->status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(Steps, ACheapStepRunsOnTheCallersThreadUnlessOthersAreQueued) {
+  FakeClock clock;  // Never moves: every tick costs 0 ns.
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler);
+  Outcome first;
+  ASSERT_TRUE(session->StartStep(2, std::nullopt, Into(first)).ok());
+  EXPECT_EQ(first.calls, 0);  // No tick measured yet: the workers run it.
+  while (scheduler.RunDue() > 0) {
+  }
+  ASSERT_EQ(first.calls, 1);
+  Outcome inline_step;
+  ASSERT_TRUE(session->StartStep(3, 2, Into(inline_step)).ok());
+  ASSERT_EQ(inline_step.calls, 1);  // Done before StartStep returned.
+  ASSERT_TRUE(inline_step.result->ok());
+  EXPECT_EQ((*inline_step.result)->frame->time.tick, 5u);
+  EXPECT_EQ(scheduler.RunDue(), 0);  // Nothing was left for the workers.
+  // Behind a queued Step, a cheap one waits its turn.
+  TickingClock ticking;
+  Scheduler slow_scheduler(&ticking, 0);
+  auto slow = MakeSession(&slow_scheduler);
+  Outcome queued_long, queued_short;
+  ASSERT_TRUE(slow->StartStep(10, std::nullopt, Into(queued_long)).ok());
+  ASSERT_TRUE(slow->StartStep(1, std::nullopt, Into(queued_short)).ok());
+  EXPECT_EQ(queued_short.calls, 0);
+  while (slow_scheduler.RunDue() > 0) {
+  }
+  EXPECT_EQ(queued_long.calls, 1);
+  EXPECT_EQ(queued_short.calls, 1);
+  EXPECT_EQ(slow->Now().tick, 11u);
+}
+
 TEST(Steps, ChecksWhatItCanAtOnceAndTheExpectedTickWhenItStarts) {
-  FakeClock clock;
+  TickingClock clock;  // Every tick costs 1 ms: the Steps queue on the workers.
   Scheduler scheduler(&clock, 0);
   auto session = MakeSession(&scheduler);
   Outcome unused;

@@ -305,6 +305,7 @@ absl::StatusOr<std::shared_ptr<StepTicket>> Session::StartStep(
   ticket->ticks_ = ticks;
   ticket->expected_tick_ = expected_tick;
   ticket->on_done_ = std::move(on_done);
+  AfterUnlock after;
   {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckStepLocked(ticks));
@@ -315,8 +316,14 @@ absl::StatusOr<std::shared_ptr<StepTicket>> Session::StartStep(
     }
     steps_.push_back(ticket);
     if (steps_.size() > 1) return ticket;  // The session is already scheduled for its Steps.
+    if (CheapLocked(ticks)) {
+      RunStepLocked(clock_->NowNanos() + kInlineBudget_ns, after);
+      TakeReadyLocked(after);
+    }
+    // Not cheap, or it took longer than expected: the workers run the rest.
+    if (!steps_.empty()) after.schedule_at = clock_->NowNanos();
   }
-  scheduler_->Schedule(shared_from_this(), clock_->NowNanos());
+  Finish(std::move(after));
   return ticket;
 }
 
@@ -495,10 +502,17 @@ std::optional<std::int64_t> Session::RunRealtimeLocked(std::int64_t now_ns) {
   return DeadlineLocked(world_.tick() + 1);
 }
 
+bool Session::CheapLocked(std::uint64_t ticks) const {
+  return tick_cost_ns_ >= 0 &&
+         static_cast<double>(tick_cost_ns_) * static_cast<double>(ticks) <= kInlineBudget_ns;
+}
+
 void Session::TickLocked(FrameEvents* events) {
+  const std::int64_t start_ns = clock_->NowNanos();
   if (!braking_.empty()) BrakeLocked();
   transitions_.clear();
   world_.Step(&transitions_);
+  tick_cost_ns_ = clock_->NowNanos() - start_ns;
   if (events != nullptr) AppendEvents(transitions_, *events);
   for (const std::shared_ptr<CommandObserver>& observer : observers_) observer->OnTick(world_);
   if (subscribers_.empty()) return;
@@ -643,7 +657,16 @@ absl::StatusOr<ControlReceipt> Session::ApplyControl(const Subscriber* subscribe
     RETURN_IF_ERROR(ApplyLocked(SetControlsCommand{{input}}));
     receipt = tick == now_tick ? ControlReceipt::kOnTime : ControlReceipt::kLate;
     controller->answered_tick = tick;
-    if (BarrierReadyLocked()) after.schedule_at = clock_->NowNanos();
+    if (BarrierReadyLocked()) {
+      if (steps_.empty() && CheapLocked(1)) {
+        // The tick this control completes, here (the session stays scheduled for its
+        // barrier timeout, which the tick moves on).
+        (void)RunBarrierLocked(clock_->NowNanos());
+        TakeReadyLocked(after);
+      } else {
+        after.schedule_at = clock_->NowNanos();
+      }
+    }
   }
   Finish(std::move(after));
   return receipt;
