@@ -5,11 +5,13 @@
 #ifndef PITLANE_SERVER_API_WIRE_H_
 #define PITLANE_SERVER_API_WIRE_H_
 
+#include <cstddef>
 #include <exception>
 #include <new>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
 #include "grpcpp/support/byte_buffer.h"
 
@@ -27,6 +29,15 @@ absl::Status ParseRequest(const grpc::ByteBuffer& raw, google::protobuf::Message
 
 // `message`'s encoding.
 grpc::ByteBuffer SerializeMessage(const google::protobuf::Message& message);
+
+// The largest message the server sends (--max_send_message_mib, which also sets gRPC's own
+// limit). Process-wide; 64 MiB until set.
+void SetMaxResponseBytes(std::size_t bytes);
+std::size_t MaxResponseBytes();
+
+// OK if a response of `bytes` bytes may be sent; else ResourceExhausted naming the budget and
+// `ask_for_less` (how to ask for less, e.g. "ask for fewer vehicles with vehicle_ids").
+absl::Status CheckResponseSize(std::size_t bytes, absl::string_view ask_for_less);
 
 // Runs `fn` (returning absl::Status); an exception out of it becomes an error status of this
 // call alone: ResourceExhausted when memory ran out, Internal otherwise. Never rethrows.

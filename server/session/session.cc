@@ -1,12 +1,16 @@
 #include "server/session/session.h"
 
 #include <algorithm>
+#include <exception>
+#include <new>
 #include <iterator>
 #include <type_traits>
 #include <utility>
 #include <variant>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
 #include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
 
@@ -306,6 +310,7 @@ absl::StatusOr<std::shared_ptr<StepTicket>> Session::StartStep(
   ticket->expected_tick_ = expected_tick;
   ticket->on_done_ = std::move(on_done);
   AfterUnlock after;
+  std::exception_ptr failure;
   {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckStepLocked(ticks));
@@ -317,13 +322,18 @@ absl::StatusOr<std::shared_ptr<StepTicket>> Session::StartStep(
     steps_.push_back(ticket);
     if (steps_.size() > 1) return ticket;  // The session is already scheduled for its Steps.
     if (CheapLocked(ticks)) {
-      RunStepLocked(clock_->NowNanos() + kInlineBudget_ns, after);
+      try {
+        RunStepLocked(clock_->NowNanos() + kInlineBudget_ns, after);
+      } catch (...) {
+        failure = std::current_exception();
+      }
       TakeReadyLocked(after);
     }
     // Not cheap, or it took longer than expected: the workers run the rest.
-    if (!steps_.empty()) after.schedule_at = clock_->NowNanos();
+    if (!steps_.empty() && failure == nullptr) after.schedule_at = clock_->NowNanos();
   }
   Finish(std::move(after));
+  if (failure != nullptr) Fail(failure);  // Ends the Step with the reason.
   return ticket;
 }
 
@@ -414,6 +424,36 @@ std::int64_t Session::DeadlineLocked(std::uint64_t tick) const {
 }
 
 std::optional<std::int64_t> Session::RunScheduled(std::int64_t now_ns) {
+  try {
+    return RunScheduledUnguarded(now_ns);
+  } catch (...) {
+    Fail(std::current_exception());
+    return std::nullopt;
+  }
+}
+
+void Session::Fail(std::exception_ptr failure) {
+  absl::Status reason;
+  try {
+    std::rethrow_exception(failure);
+  } catch (const std::bad_alloc&) {
+    reason = absl::ResourceExhaustedError(absl::StrCat(
+        "session_id: session ", id_,
+        " ran out of memory and was stopped; delete it and try a smaller world (fewer vehicles, "
+        "obstacles or contacts)"));
+  } catch (const std::exception& e) {
+    reason = absl::InternalError(absl::StrCat("session_id: session ", id_, " failed (",
+                                              absl::CEscape(e.what()).substr(0, 200),
+                                              ") and was stopped; delete it"));
+  } catch (...) {
+    reason = absl::InternalError(
+        absl::StrCat("session_id: session ", id_, " failed and was stopped; delete it"));
+  }
+  spdlog::error("{}", std::string(reason.message()));
+  Close(reason);
+}
+
+std::optional<std::int64_t> Session::RunScheduledUnguarded(std::int64_t now_ns) {
   AfterUnlock after;
   std::optional<std::int64_t> next;
   {
@@ -513,13 +553,17 @@ void Session::TickLocked(FrameEvents* events) {
   transitions_.clear();
   world_.Step(&transitions_);
   tick_cost_ns_ = clock_->NowNanos() - start_ns;
-  if (events != nullptr) AppendEvents(transitions_, *events);
+  const bool over_contact_budget = world_.contacts_dropped() > 0;
+  if (events != nullptr) {
+    AppendEvents(transitions_, *events);
+    if (over_contact_budget) ++events->ticks_over_contact_budget;
+  }
   for (const std::shared_ptr<CommandObserver>& observer : observers_) observer->OnTick(world_);
   if (subscribers_.empty()) return;
   const std::uint64_t tick = world_.tick();
   std::shared_ptr<const Frame> frame;
   for (const std::shared_ptr<Subscriber>& subscriber : subscribers_) {
-    subscriber->Accumulate(transitions_);
+    subscriber->Accumulate(transitions_, over_contact_budget);
     if (!subscriber->Wants(tick)) continue;
     if (frame == nullptr) frame = MakeFrameLocked();
     if (subscriber->Offer(frame)) ready_.push_back(subscriber);
@@ -632,6 +676,7 @@ absl::StatusOr<ControlReceipt> Session::ApplyControl(const Subscriber* subscribe
                                                      sim::VehicleInput input) {
   ControlReceipt receipt = ControlReceipt::kOnTime;
   AfterUnlock after;
+  std::exception_ptr failure;
   {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckOpenLocked());
@@ -661,7 +706,11 @@ absl::StatusOr<ControlReceipt> Session::ApplyControl(const Subscriber* subscribe
       if (steps_.empty() && CheapLocked(1)) {
         // The tick this control completes, here (the session stays scheduled for its
         // barrier timeout, which the tick moves on).
-        (void)RunBarrierLocked(clock_->NowNanos());
+        try {
+          (void)RunBarrierLocked(clock_->NowNanos());
+        } catch (...) {
+          failure = std::current_exception();
+        }
         TakeReadyLocked(after);
       } else {
         after.schedule_at = clock_->NowNanos();
@@ -669,6 +718,11 @@ absl::StatusOr<ControlReceipt> Session::ApplyControl(const Subscriber* subscribe
     }
   }
   Finish(std::move(after));
+  if (failure != nullptr) {
+    Fail(failure);
+    absl::MutexLock lock(&mu_);
+    return close_reason_;
+  }
   return receipt;
 }
 
@@ -806,6 +860,7 @@ std::shared_ptr<const Frame> Session::MakeFrameLocked() const {
   frame->time = NowLocked();
   frame->vehicles = world_.Snapshot();
   frame->contacts = world_.contacts();
+  frame->contacts_dropped = world_.contacts_dropped();
   return frame;
 }
 

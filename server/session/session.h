@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -230,6 +231,9 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // that starts more than a period late is a missed deadline; a session more than
   // kMaxLagTicks behind gives up the backlog (counted as missed) and restarts its pacing from
   // now. Factor 0: one tick per run, rescheduled at once (behind every session already due).
+  // An exception while it runs (std::bad_alloc: a world too big for the memory left) stops
+  // this session alone: it is closed with ResourceExhausted (Internal for other exceptions),
+  // which every later call on it gets, until it is deleted.
   std::optional<std::int64_t> RunScheduled(std::int64_t now_ns) override;
   // ScheduledJob: tells the subscribers of the frames the last runs made and answers the
   // Steps they finished.
@@ -293,6 +297,10 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
     // The tick of the observation the newest control answered; nullopt before the first.
     std::optional<std::uint64_t> answered_tick;
   };
+
+  std::optional<std::int64_t> RunScheduledUnguarded(std::int64_t now_ns);
+  // Closes the session for an exception thrown while it ticked (see RunScheduled).
+  void Fail(std::exception_ptr failure);
 
   // What the lock-holding part of a call leaves to do once the lock is released.
   struct AfterUnlock {
