@@ -552,6 +552,10 @@ grpc::ServerUnaryReactor* SimulatorService::GetSession(grpc::CallbackServerConte
       context, *raw_request, raw_response,
       [&](const v1::GetSessionRequest* request, v1::GetSessionResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+    const session::Session::Counts counts = session->counts();
+    ASSIGN_OR_RETURN(const HeavyReads::Slot slot,
+                     heavy_reads_.Admit(counts.vehicles * kVehicleDescriptionBytes +
+                                        counts.obstacles * kObstacleBytes));
     SessionToProto(session->Describe(/*with_vehicles=*/true), response->mutable_session());
     return absl::OkStatus();
       });
@@ -715,6 +719,9 @@ grpc::ServerUnaryReactor* SimulatorService::GetState(grpc::CallbackServerContext
       [&](const v1::GetStateRequest* request, v1::GetStateResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
     const auto [frame, hash] = session->CurrentFrameAndHash();
+    ASSIGN_OR_RETURN(const HeavyReads::Slot slot,
+                     heavy_reads_.Admit(frame->vehicles.size() * kVehicleStateBytes +
+                                        frame->contacts.size() * kContactBytes));
     FrameToProto(*frame, response->mutable_state());
     response->set_state_hash(hash);
     return absl::OkStatus();

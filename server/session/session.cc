@@ -769,6 +769,13 @@ std::shared_ptr<const Frame> Session::CurrentFrame() const {
   return MakeFrameLocked();
 }
 
+Session::Counts Session::counts() const {
+  absl::MutexLock lock(&mu_);
+  return {.vehicles = world_.vehicle_count(),
+          .obstacles = world_.obstacles().size(),
+          .contacts = world_.contacts().size()};
+}
+
 SessionDescription Session::Describe(bool with_vehicles) const {
   absl::MutexLock lock(&mu_);
   SessionDescription description{

@@ -244,6 +244,13 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // The current frame and the world's StateHash, of the same tick.
   std::pair<std::shared_ptr<const Frame>, std::uint64_t> CurrentFrameAndHash() const;
   SessionDescription Describe(bool with_vehicles) const;
+  // What the session holds now, cheaply (for sizing a response before making it).
+  struct Counts {
+    std::size_t vehicles = 0;
+    std::size_t obstacles = 0;
+    std::size_t contacts = 0;
+  };
+  Counts counts() const;
   SimTime Now() const;
   std::uint64_t StateHash() const;
 

@@ -131,3 +131,33 @@ def test_a_response_bigger_than_the_server_sends_is_refused_with_advice():
             described = {info.session_id: info for info in client.list_sessions()}[sid]
             assert described.time.tick == 1
             client.delete_session(sid)
+
+
+def test_concurrent_large_reads_are_bounded_and_small_ones_always_answered(limited_server):
+    server, client = limited_server
+    sid = client.create_session(name="city").session_id
+    for k in range(2):
+        client.add_obstacles(sid, [pitlane.obstacle_spec(center_x_m=3.0 * (i % 1000),
+                                                         center_y_m=3.0 * (i // 1000) + 300.0 * k,
+                                                         length_m=1.0, width_m=1.0)
+                                   for i in range(100_000)])
+    small = client.create_session(name="small").session_id
+    futures = [client.stub.GetSession.future(pb.GetSessionRequest(session_id=sid), timeout=60)
+               for _ in range(16)]
+    small_futures = [client.stub.GetSession.future(pb.GetSessionRequest(session_id=small),
+                                                   timeout=60) for _ in range(16)]
+    codes = []
+    for future in futures:
+        try:
+            assert len(future.result().session.obstacles) == 200_000
+            codes.append(grpc.StatusCode.OK)
+        except grpc.RpcError as error:
+            assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error.details()
+            assert "large reads are being answered already" in error.details()
+            codes.append(error.code())
+    assert codes.count(grpc.StatusCode.OK) >= 1
+    for future in small_futures:
+        assert future.result().session.session_id == small
+    client.delete_session(sid)
+    client.delete_session(small)
+    assert server.proc.poll() is None
