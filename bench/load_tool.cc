@@ -1150,6 +1150,8 @@ int main(int argc, char** argv) {
       "--sweep), drive (Drive round trip vs a bidi ping-pong) or stream (StreamStates "
       "throughput). See bench/load_tool.cc.");
   absl::ParseCommandLine(argc, argv);
+  // As the server does (server/main.cc): no lock-order checks on every Mutex acquisition.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   const std::string mode = absl::GetFlag(FLAGS_mode);
   absl::Status status;

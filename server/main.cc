@@ -23,6 +23,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "server/app/banner.h"
 #include "server/app/log_format.h"
 #include "server/app/options.h"
@@ -164,6 +165,9 @@ sigset_t BlockShutdownSignals() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  // Debian's Abseil checks every Mutex acquisition for lock-order cycles (a debugging aid that
+  // costs on every lock); the tests keep it, the server does not pay for it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // --helpfull names each flag's file: from server/ on, not the build machine's path.
   absl::FlagsUsageConfig usage_config;
   usage_config.normalize_filename = [](absl::string_view file) {
