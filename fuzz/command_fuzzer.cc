@@ -235,6 +235,9 @@ void Run(FuzzedDataProvider& data) {
       .world = {.tick_rate_hz = data.ConsumeBool() ? 50.0 : 1000.0,
                 .seed = data.ConsumeIntegral<std::uint8_t>(),
                 .max_vehicles = kMaxVehicles,
+                // Small enough that piles of vehicles and obstacles go over it, on both the
+                // sorted and the streaming path.
+                .max_contacts = 1u + data.ConsumeIntegralInRange<std::uint32_t>(0, 40),
                 .collision_policy = data.ConsumeBool() ? sim::CollisionPolicy::kReport
                                                        : sim::CollisionPolicy::kStop,
                 .routes = {sim::Route{

@@ -22,10 +22,23 @@ inline void CheckFinite(double value, const char* what) {
   if (!std::isfinite(value)) Fail(what, value);
 }
 
-// No NaN or infinity in any vehicle's state, and no more vehicles than the session allows.
-inline void CheckFrame(const session::Frame& frame, std::uint32_t max_vehicles) {
+// No NaN or infinity in any vehicle's state, no more vehicles than the session allows, and
+// no more contacts than its budget, sorted by pair, each once.
+inline void CheckFrame(const session::Frame& frame, std::uint32_t max_vehicles,
+                       std::uint32_t max_contacts) {
   if (frame.vehicles.size() > max_vehicles) {
     Fail("more vehicles than max_vehicles", static_cast<double>(frame.vehicles.size()));
+  }
+  if (frame.contacts.size() > max_contacts) {
+    Fail("more contacts than max_contacts", static_cast<double>(frame.contacts.size()));
+  }
+  if (frame.contacts_dropped > 0 && frame.contacts.size() != max_contacts) {
+    Fail("contacts dropped below the budget", static_cast<double>(frame.contacts.size()));
+  }
+  for (std::size_t i = 1; i < frame.contacts.size(); ++i) {
+    if (!(frame.contacts[i - 1].pair < frame.contacts[i].pair)) {
+      Fail("contacts not sorted by pair", static_cast<double>(i));
+    }
   }
   for (const sim::VehicleSnapshot& vehicle : frame.vehicles) {
     CheckFinite(vehicle.pose.x_m, "pose.x_m");
@@ -60,7 +73,8 @@ inline void CheckFrame(const session::Frame& frame, std::uint32_t max_vehicles) 
 
 // CheckFrame of the session's current frame.
 inline void CheckSession(const session::Session& session) {
-  CheckFrame(*session.CurrentFrame(), session.config().world.max_vehicles);
+  CheckFrame(*session.CurrentFrame(), session.config().world.max_vehicles,
+             session.config().world.max_contacts);
 }
 
 }  // namespace pitlane::fuzz

@@ -182,7 +182,8 @@ void StreamStates(const v1::StreamStatesRequest& request, session::Session& sess
   if (!session.Subscribe(subscriber).ok()) return;
   StepAndCheck(session);
   for (const session::Delivery& delivery : transport->deliveries()) {
-    CheckFrame(*delivery.frame, session.config().world.max_vehicles);
+    CheckFrame(*delivery.frame, session.config().world.max_vehicles,
+               session.config().world.max_contacts);
   }
   session.Unsubscribe(subscriber.get());
 }

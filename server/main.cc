@@ -23,6 +23,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "server/app/banner.h"
 #include "server/app/log_format.h"
 #include "server/app/options.h"
@@ -40,7 +41,14 @@ ABSL_FLAG(std::int64_t, max_vehicles_per_session, 100000,
           "1..1000000.");
 ABSL_FLAG(std::int64_t, max_ticks_per_step, 10000,
           "Most ticks one Step call may advance; 1..1000000.");
+ABSL_FLAG(std::int64_t, max_contacts_per_tick, 100000,
+          "Most contacts one tick of a session keeps (56 bytes each in the state and in every "
+          "frame); beyond, the first found are kept and the rest counted "
+          "(WorldState.dropped_contacts); 1..10000000.");
 ABSL_FLAG(std::int64_t, max_receive_message_mib, 64, "Largest request accepted, MiB; 1..1024.");
+ABSL_FLAG(std::int64_t, max_send_message_mib, 64,
+          "Largest response or stream message sent, MiB; a bigger one is refused with "
+          "RESOURCE_EXHAUSTED saying how to ask for less; 1..1024.");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error, critical or off.");
 ABSL_FLAG(std::string, log_format, "text",
           "text (for people) or json (one JSON object per line, for log collectors).");
@@ -85,7 +93,9 @@ std::vector<const absl::CommandLineFlag*> PitlaneFlags() {
           &absl::GetFlagReflectionHandle(FLAGS_max_sessions),
           &absl::GetFlagReflectionHandle(FLAGS_max_vehicles_per_session),
           &absl::GetFlagReflectionHandle(FLAGS_max_ticks_per_step),
+          &absl::GetFlagReflectionHandle(FLAGS_max_contacts_per_tick),
           &absl::GetFlagReflectionHandle(FLAGS_max_receive_message_mib),
+          &absl::GetFlagReflectionHandle(FLAGS_max_send_message_mib),
           &absl::GetFlagReflectionHandle(FLAGS_log_level),
           &absl::GetFlagReflectionHandle(FLAGS_log_format),
           &absl::GetFlagReflectionHandle(FLAGS_worker_threads),
@@ -130,7 +140,9 @@ pitlane::app::FlagValues ReadFlags() {
       .max_sessions = absl::GetFlag(FLAGS_max_sessions),
       .max_vehicles_per_session = absl::GetFlag(FLAGS_max_vehicles_per_session),
       .max_ticks_per_step = absl::GetFlag(FLAGS_max_ticks_per_step),
+      .max_contacts_per_tick = absl::GetFlag(FLAGS_max_contacts_per_tick),
       .max_receive_message_mib = absl::GetFlag(FLAGS_max_receive_message_mib),
+      .max_send_message_mib = absl::GetFlag(FLAGS_max_send_message_mib),
       .log_level = absl::GetFlag(FLAGS_log_level),
       .log_format = absl::GetFlag(FLAGS_log_format),
       .worker_threads = absl::GetFlag(FLAGS_worker_threads),
@@ -163,6 +175,9 @@ sigset_t BlockShutdownSignals() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  // Debian's Abseil checks every Mutex acquisition for lock-order cycles (a debugging aid that
+  // costs on every lock); the tests keep it, the server does not pay for it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // --helpfull names each flag's file: from server/ on, not the build machine's path.
   absl::FlagsUsageConfig usage_config;
   usage_config.normalize_filename = [](absl::string_view file) {

@@ -767,6 +767,7 @@ void FrameToProto(const session::Frame& frame, v1::WorldState* out) {
     VehicleStateToProto(vehicle, vehicles->Add());
   }
   for (const sim::Contact& contact : frame.contacts) ContactToProto(contact, out->add_contacts());
+  out->set_dropped_contacts(frame.contacts_dropped);
 }
 
 }  // namespace pitlane::api

@@ -1,6 +1,5 @@
 #include "server/api/frame_encoder.h"
 
-#include "pitlane/v1/simulator.pb.h"
 #include "server/api/convert.h"
 
 namespace pitlane::api {
@@ -10,9 +9,9 @@ std::shared_ptr<const std::string> FrameEncoder::Encode(
   absl::MutexLock lock(&mu_);
   // While frame_ is alive no other frame can have its address.
   if (frame_address_ == frame.get() && !frame_.expired()) return bytes_;
-  ::pitlane::v1::WorldState state;
-  FrameToProto(*frame, &state);
-  bytes_ = std::make_shared<const std::string>(state.SerializeAsString());
+  scratch_.Clear();
+  FrameToProto(*frame, &scratch_);
+  bytes_ = std::make_shared<const std::string>(scratch_.SerializeAsString());
   frame_ = frame;
   frame_address_ = frame.get();
   return bytes_;

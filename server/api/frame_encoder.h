@@ -8,6 +8,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "pitlane/v1/simulator.pb.h"
 #include "server/session/frame.h"
 
 namespace pitlane::api {
@@ -26,6 +27,8 @@ class FrameEncoder {
   std::weak_ptr<const session::Frame> frame_ ABSL_GUARDED_BY(mu_);
   const session::Frame* frame_address_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::shared_ptr<const std::string> bytes_ ABSL_GUARDED_BY(mu_);
+  // Filled for every frame and cleared, never freed: its vehicles' messages are reused.
+  ::pitlane::v1::WorldState scratch_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pitlane::api

@@ -46,6 +46,10 @@ grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, const grpc
     RETURN_IF_ERROR(ParseRequest(raw, request));
     Response response;
     RETURN_IF_ERROR(handler(&request, &response));
+    RETURN_IF_ERROR(CheckResponseSize(
+        response.ByteSizeLong(),
+        "ask for less: ListSessions describes sessions without their vehicle and obstacle "
+        "lists, StreamStates with vehicle_ids sends a part of the state"));
     *raw_response = SerializeMessage(response);
     return absl::OkStatus();
   });
@@ -171,6 +175,7 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     tail.set_skipped_frames(delivery->skipped_frames);
     EventsToProto(delivery->events, tail.mutable_events());
     tail.set_dropped_events(delivery->events.dropped);
+    tail.set_ticks_over_contact_budget(delivery->events.ticks_over_contact_budget);
     if (vehicle_ids_.empty()) {
       const std::shared_ptr<const std::string> state = encoder_->Encode(delivery->frame);
       buffer_ = EncodeResponse(state, *state, tail);
@@ -183,8 +188,16 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
       for (const sim::Contact& contact : frame.contacts) {
         if (sim::InvolvesAnyOf(contact, vehicle_ids_)) ContactToProto(contact, state.add_contacts());
       }
+      state.set_dropped_contacts(frame.contacts_dropped);
       auto selected = std::make_shared<std::string>(state.SerializeAsString());
       buffer_ = EncodeResponse(selected, *selected, tail);
+    }
+    if (const absl::Status size = CheckResponseSize(
+            buffer_.Length(), "subscribe with vehicle_ids to receive a part of the world");
+        !size.ok()) {
+      buffer_.Clear();
+      FinishLocked(ToGrpcStatus(size));
+      return;
     }
     write_in_flight_ = true;
     StartWrite(&buffer_);
@@ -388,6 +401,13 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
     response_.set_skipped_observations(delivery->skipped_frames);
     response_.set_late_controls(late_);
     response_.set_stale_controls(stale_);
+    response_.set_ticks_over_contact_budget(delivery->events.ticks_over_contact_budget);
+    if (const absl::Status size = CheckResponseSize(
+            response_.ByteSizeLong(), "this vehicle's observation and events are too large");
+        !size.ok()) {
+      FinishLocked(ToGrpcStatus(size));
+      return;
+    }
     raw_response_ = SerializeMessage(response_);
     write_in_flight_ = true;
     StartWrite(&raw_response_);
@@ -481,6 +501,11 @@ class StepReactor final : public grpc::ServerUnaryReactor {
       FrameToProto(*result->frame, response.mutable_state());
       EventsToProto(result->events, response.mutable_events());
       response.set_dropped_events(result->events.dropped);
+      response.set_ticks_over_contact_budget(result->events.ticks_over_contact_budget);
+      RETURN_IF_ERROR(CheckResponseSize(
+          response.ByteSizeLong(),
+          "the ticks were stepped, but the state and events are too large for a Step response; "
+          "read the state with StreamStates and vehicle_ids, or step fewer ticks at a time"));
       *response_ = SerializeMessage(response);
       return absl::OkStatus();
     });
@@ -553,6 +578,10 @@ grpc::ServerUnaryReactor* SimulatorService::GetSession(grpc::CallbackServerConte
       context, *raw_request, raw_response,
       [&](const v1::GetSessionRequest* request, v1::GetSessionResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+    const session::Session::Counts counts = session->counts();
+    ASSIGN_OR_RETURN(const HeavyReads::Slot slot,
+                     heavy_reads_.Admit(counts.vehicles * kVehicleDescriptionBytes +
+                                        counts.obstacles * kObstacleBytes));
     SessionToProto(session->Describe(/*with_vehicles=*/true), response->mutable_session());
     return absl::OkStatus();
       });
@@ -738,6 +767,9 @@ grpc::ServerUnaryReactor* SimulatorService::GetState(grpc::CallbackServerContext
       [&](const v1::GetStateRequest* request, v1::GetStateResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
     const auto [frame, hash] = session->CurrentFrameAndHash();
+    ASSIGN_OR_RETURN(const HeavyReads::Slot slot,
+                     heavy_reads_.Admit(frame->vehicles.size() * kVehicleStateBytes +
+                                        frame->contacts.size() * kContactBytes));
     FrameToProto(*frame, response->mutable_state());
     response->set_state_hash(hash);
     return absl::OkStatus();

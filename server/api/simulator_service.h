@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "pitlane/v1/simulator.grpc.pb.h"
 #include "server/api/frame_encoder.h"
+#include "server/api/wire.h"
 #include "server/session/session_manager.h"
 
 namespace pitlane::api {
@@ -107,6 +108,14 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
       grpc::CallbackServerContext* context) override;
 
  private:
+  // Rough encoded sizes, for HeavyReads: a vehicle's state, a vehicle's description (spec
+  // and state), an obstacle, a contact.
+  static constexpr std::size_t kVehicleStateBytes = 120;
+  static constexpr std::size_t kVehicleDescriptionBytes = 400;
+  static constexpr std::size_t kObstacleBytes = 80;
+  static constexpr std::size_t kContactBytes = 60;
+
+  HeavyReads heavy_reads_;
   // The encoder the streams of `session` share.
   std::shared_ptr<FrameEncoder> EncoderFor(const session::Session& session);
 

@@ -1,5 +1,6 @@
 #include "server/api/wire.h"
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,34 @@ grpc::ByteBuffer SerializeMessage(const google::protobuf::Message& message) {
   const std::string bytes = message.SerializeAsString();
   grpc::Slice slice(bytes);
   return grpc::ByteBuffer(&slice, 1);
+}
+
+namespace {
+std::atomic<std::size_t> max_response_bytes{std::size_t{64} << 20};
+}  // namespace
+
+void SetMaxResponseBytes(std::size_t bytes) { max_response_bytes.store(bytes); }
+std::size_t MaxResponseBytes() { return max_response_bytes.load(std::memory_order_relaxed); }
+
+absl::Status CheckResponseSize(std::size_t bytes, absl::string_view ask_for_less) {
+  const std::size_t limit = MaxResponseBytes();
+  if (bytes <= limit) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "response: ", bytes, " bytes, more than the server sends in one message (", limit,
+      " bytes, --max_send_message_mib); ", ask_for_less));
+}
+
+absl::StatusOr<HeavyReads::Slot> HeavyReads::Admit(std::size_t estimated_bytes) {
+  if (estimated_bytes < kHeavyReadBytes) return Slot();
+  if (in_flight_.fetch_add(1) >= kMaxHeavyReads) {
+    in_flight_.fetch_sub(1);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "response: ", kMaxHeavyReads,
+        " large reads are being answered already (this one would be about ",
+        estimated_bytes >> 20, " MiB); retry in a moment, or ask for less (ListSessions, "
+        "StreamStates with vehicle_ids)"));
+  }
+  return Slot(&in_flight_);
 }
 
 }  // namespace pitlane::api

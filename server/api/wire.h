@@ -5,11 +5,16 @@
 #ifndef PITLANE_SERVER_API_WIRE_H_
 #define PITLANE_SERVER_API_WIRE_H_
 
+#include <atomic>
+#include <cstddef>
 #include <exception>
 #include <new>
+#include <utility>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
 #include "grpcpp/support/byte_buffer.h"
 
@@ -27,6 +32,46 @@ absl::Status ParseRequest(const grpc::ByteBuffer& raw, google::protobuf::Message
 
 // `message`'s encoding.
 grpc::ByteBuffer SerializeMessage(const google::protobuf::Message& message);
+
+// The largest message the server sends (--max_send_message_mib, which also sets gRPC's own
+// limit). Process-wide; 64 MiB until set.
+void SetMaxResponseBytes(std::size_t bytes);
+std::size_t MaxResponseBytes();
+
+// OK if a response of `bytes` bytes may be sent; else ResourceExhausted naming the budget and
+// `ask_for_less` (how to ask for less, e.g. "ask for fewer vehicles with vehicle_ids").
+absl::Status CheckResponseSize(std::size_t bytes, absl::string_view ask_for_less);
+
+// Reads that build a large response (GetSession and GetState of a big world) hold about
+// their response's size several times over while they build it. At most kMaxHeavyReads of
+// those (estimated at kHeavyReadBytes or more) build at once; more are refused with
+// ResourceExhausted, to be retried. Thread-safe.
+inline constexpr std::size_t kHeavyReadBytes = std::size_t{4} << 20;
+inline constexpr int kMaxHeavyReads = 4;
+class HeavyReads {
+ public:
+  // Held while a read builds its response; frees its place when destroyed.
+  class Slot {
+   public:
+    Slot() = default;
+    explicit Slot(std::atomic<int>* count) : count_(count) {}
+    Slot(Slot&& other) noexcept : count_(std::exchange(other.count_, nullptr)) {}
+    Slot& operator=(Slot&&) = delete;
+    ~Slot() {
+      if (count_ != nullptr) count_->fetch_sub(1);
+    }
+
+   private:
+    std::atomic<int>* count_ = nullptr;
+  };
+
+  // A slot for a read whose response is estimated at `estimated_bytes`: an empty one for a
+  // small read, ResourceExhausted when kMaxHeavyReads heavy ones are being built.
+  absl::StatusOr<Slot> Admit(std::size_t estimated_bytes);
+
+ private:
+  std::atomic<int> in_flight_{0};
+};
 
 // Runs `fn` (returning absl::Status); an exception out of it becomes an error status of this
 // call alone: ResourceExhausted when memory ran out, Internal otherwise. Never rethrows.

@@ -118,7 +118,11 @@ absl::StatusOr<StartupOptions> OptionsFromFlags(const FlagValues& flags, unsigne
                                  kMaxVehiclesPerSessionMin, kMaxVehiclesPerSessionMax));
   RETURN_IF_ERROR(CheckFlagRange("max_ticks_per_step", flags.max_ticks_per_step,
                                  kMaxTicksPerStepMin, kMaxTicksPerStepMax));
+  RETURN_IF_ERROR(CheckFlagRange("max_contacts_per_tick", flags.max_contacts_per_tick,
+                                 kMaxContactsPerTickMin, kMaxContactsPerTickMax));
   RETURN_IF_ERROR(CheckFlagRange("max_receive_message_mib", flags.max_receive_message_mib,
+                                 kMaxReceiveMessageMibMin, kMaxReceiveMessageMibMax));
+  RETURN_IF_ERROR(CheckFlagRange("max_send_message_mib", flags.max_send_message_mib,
                                  kMaxReceiveMessageMibMin, kMaxReceiveMessageMibMax));
   RETURN_IF_ERROR(
       CheckFlagRange("worker_threads", flags.worker_threads, kWorkerThreadsMin, kWorkerThreadsMax));
@@ -135,12 +139,14 @@ absl::StatusOr<StartupOptions> OptionsFromFlags(const FlagValues& flags, unsigne
       .max_sessions = static_cast<std::uint32_t>(flags.max_sessions),
       .max_vehicles_per_session = static_cast<std::uint32_t>(flags.max_vehicles_per_session),
       .max_ticks_per_step = static_cast<std::uint32_t>(flags.max_ticks_per_step),
+      .max_contacts_per_tick = static_cast<std::uint32_t>(flags.max_contacts_per_tick),
       .session_idle_timeout_s = flags.session_idle_timeout_s,
       .clock_limits = {.min_barrier_timeout_s = flags.min_barrier_timeout_s,
                        .max_barrier_timeout_s = flags.max_barrier_timeout_s},
   };
   // At most 1024 MiB, so the shift stays below 2^31.
   server.max_receive_message_bytes = static_cast<int>(flags.max_receive_message_mib) << 20;
+  server.max_send_message_bytes = static_cast<int>(flags.max_send_message_mib) << 20;
   const std::int64_t workers =
       flags.worker_threads > 0 ? flags.worker_threads : static_cast<std::int64_t>(cpu_cores);
   server.worker_threads = static_cast<int>(std::clamp<std::int64_t>(workers, 1, kWorkerThreadsMax));

@@ -23,6 +23,8 @@ inline constexpr std::int64_t kMaxVehiclesPerSessionMin = 1;
 inline constexpr std::int64_t kMaxVehiclesPerSessionMax = 1'000'000;
 inline constexpr std::int64_t kMaxTicksPerStepMin = 1;
 inline constexpr std::int64_t kMaxTicksPerStepMax = 1'000'000;
+inline constexpr std::int64_t kMaxContactsPerTickMin = 1;
+inline constexpr std::int64_t kMaxContactsPerTickMax = 10'000'000;
 inline constexpr std::int64_t kMaxReceiveMessageMibMin = 1;
 inline constexpr std::int64_t kMaxReceiveMessageMibMax = 1024;
 // 0 means one per CPU core (itself capped at the maximum).
@@ -49,7 +51,9 @@ struct FlagValues {
   std::int64_t max_sessions = 256;
   std::int64_t max_vehicles_per_session = 100'000;
   std::int64_t max_ticks_per_step = 10'000;
+  std::int64_t max_contacts_per_tick = 100'000;
   std::int64_t max_receive_message_mib = 64;
+  std::int64_t max_send_message_mib = 64;
   std::string log_level = "info";
   std::string log_format = "text";
   std::int64_t worker_threads = 0;

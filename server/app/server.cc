@@ -36,6 +36,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   // kernel would split new connections between the two. Off, a busy port fails the bind.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_send_message_bytes);
+  api::SetMaxResponseBytes(static_cast<std::size_t>(options.max_send_message_bytes));
   builder.RegisterService(&server->service_);
   for (grpc::Service* service : extra_services) builder.RegisterService(service);
   server->server_ = builder.BuildAndStart();

@@ -33,6 +33,8 @@ struct ServerOptions {
   // Largest request the server accepts, bytes (gRPC's default is 4 MiB; spawning 100k
   // vehicles in one call takes about 6 MiB).
   int max_receive_message_bytes = 64 << 20;
+  // The largest message sent: bigger responses are refused (api::CheckResponseSize).
+  int max_send_message_bytes = 64 << 20;
   // Threads that step REALTIME sessions (one queue, earliest deadline first).
   int worker_threads = 2;
   // Where scenarios beside the shipped ones are read from ("" for none).

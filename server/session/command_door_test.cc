@@ -2,6 +2,7 @@
 // subscriber, and the command door's record and replay.
 #include <atomic>
 #include <memory>
+#include <new>
 #include <optional>
 #include <vector>
 
@@ -122,6 +123,53 @@ TEST(Steps, ACancelledStepStopsBetweenTicksAndKeepsThem) {
   EXPECT_EQ(session->Now().tick, reached + 5);
 }
 
+// Throws std::bad_alloc when the world reaches `tick`, as an allocation in a tick would.
+class FailingObserver final : public CommandObserver {
+ public:
+  explicit FailingObserver(std::uint64_t tick) : tick_(tick) {}
+  void OnCommand(std::uint64_t, const Command&) override {}
+  void OnTick(const sim::World& world) override {
+    if (world.tick() == tick_) throw std::bad_alloc();
+  }
+
+ private:
+  const std::uint64_t tick_;
+};
+
+// Running out of memory in a tick stops that session alone, with a status that says so, on
+// the workers and on the caller's thread alike.
+TEST(Steps, AnAllocationFailureStopsOneSessionWithAClearStatus) {
+  for (const bool cheap : {false, true}) {
+    SCOPED_TRACE(cheap ? "on the caller's thread" : "on the workers");
+    FakeClock clock;
+    Scheduler scheduler(&clock, 0);
+    auto failing = MakeSession(&scheduler);
+    auto healthy = MakeSession(&scheduler);
+    if (cheap) {  // A first Step measures the tick cost (0 on this clock): the next runs inline.
+      Outcome warm_up;
+      ASSERT_TRUE(failing->StartStep(1, std::nullopt, Into(warm_up)).ok());
+      while (scheduler.RunDue() > 0) {
+      }
+    }
+    failing->AddObserver(std::make_shared<FailingObserver>(3));
+    Outcome outcome;
+    Outcome other;
+    ASSERT_TRUE(failing->StartStep(5, std::nullopt, Into(outcome)).ok());
+    ASSERT_TRUE(healthy->StartStep(5, std::nullopt, Into(other)).ok());
+    while (scheduler.RunDue() > 0) {
+    }
+    ASSERT_EQ(outcome.calls, 1);
+    EXPECT_EQ(outcome.result->status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(outcome.result->status().message(), HasSubstr("ran out of memory"));
+    // Every later call says why; the other session goes on.
+    EXPECT_EQ(failing->SpawnVehicles({sim::VehicleSpec{}}).status().code(),
+              absl::StatusCode::kResourceExhausted);
+    ASSERT_EQ(other.calls, 1);
+    EXPECT_TRUE(other.result->ok());
+    EXPECT_EQ(healthy->Now().tick, 5u);
+  }
+}
+
 TEST(Steps, ClosingEndsRunningAndQueuedSteps) {
   TickingClock clock;
   Scheduler scheduler(&clock, 0);
@@ -145,8 +193,39 @@ TEST(Steps, ClosingEndsRunningAndQueuedSteps) {
   EXPECT_EQ(third.result->status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(Steps, ACheapStepRunsOnTheCallersThreadUnlessOthersAreQueued) {
+  FakeClock clock;  // Never moves: every tick costs 0 ns.
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler);
+  Outcome first;
+  ASSERT_TRUE(session->StartStep(2, std::nullopt, Into(first)).ok());
+  EXPECT_EQ(first.calls, 0);  // No tick measured yet: the workers run it.
+  while (scheduler.RunDue() > 0) {
+  }
+  ASSERT_EQ(first.calls, 1);
+  Outcome inline_step;
+  ASSERT_TRUE(session->StartStep(3, 2, Into(inline_step)).ok());
+  ASSERT_EQ(inline_step.calls, 1);  // Done before StartStep returned.
+  ASSERT_TRUE(inline_step.result->ok());
+  EXPECT_EQ((*inline_step.result)->frame->time.tick, 5u);
+  EXPECT_EQ(scheduler.RunDue(), 0);  // Nothing was left for the workers.
+  // Behind a queued Step, a cheap one waits its turn.
+  TickingClock ticking;
+  Scheduler slow_scheduler(&ticking, 0);
+  auto slow = MakeSession(&slow_scheduler);
+  Outcome queued_long, queued_short;
+  ASSERT_TRUE(slow->StartStep(10, std::nullopt, Into(queued_long)).ok());
+  ASSERT_TRUE(slow->StartStep(1, std::nullopt, Into(queued_short)).ok());
+  EXPECT_EQ(queued_short.calls, 0);
+  while (slow_scheduler.RunDue() > 0) {
+  }
+  EXPECT_EQ(queued_long.calls, 1);
+  EXPECT_EQ(queued_short.calls, 1);
+  EXPECT_EQ(slow->Now().tick, 11u);
+}
+
 TEST(Steps, ChecksWhatItCanAtOnceAndTheExpectedTickWhenItStarts) {
-  FakeClock clock;
+  TickingClock clock;  // Every tick costs 1 ms: the Steps queue on the workers.
   Scheduler scheduler(&clock, 0);
   auto session = MakeSession(&scheduler);
   Outcome unused;

@@ -37,6 +37,7 @@ FrameEvents MergeEvents(FrameEvents older, FrameEvents newer) {
   older.dropped -= older.dropped_ongoing;
   older.dropped += newer.dropped;
   older.dropped_ongoing = newer.dropped_ongoing;
+  older.ticks_over_contact_budget += newer.ticks_over_contact_budget;
   AppendEvents(newer.events, older);
   return older;
 }

@@ -25,6 +25,8 @@ struct Frame {
   SimTime time;
   std::vector<sim::VehicleSnapshot> vehicles;  // By ascending id.
   std::vector<sim::Contact> contacts;          // In effect at this tick, by pair.
+  // Contacts in effect beyond the world's budget, not in `contacts` (sim::World::contacts_dropped).
+  std::uint64_t contacts_dropped = 0;
 };
 
 // Contact events that go with a frame (a Step result or a delivered frame).
@@ -37,6 +39,9 @@ struct FrameEvents {
   std::vector<sim::ContactEvent> events;
   std::uint64_t dropped = 0;
   std::uint64_t dropped_ongoing = 0;  // The kOngoing events among `dropped`.
+  // Ticks among those covered whose contacts exceeded the world's budget: their kBegan and
+  // kEnded events cover the kept contacts only.
+  std::uint64_t ticks_over_contact_budget = 0;
 };
 
 inline constexpr std::size_t kMaxEventsPerFrame = 100000;

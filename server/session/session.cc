@@ -1,13 +1,17 @@
 #include "server/session/session.h"
 
 #include <algorithm>
+#include <exception>
+#include <new>
 #include <iterator>
 #include <limits>
 #include <type_traits>
 #include <utility>
 #include <variant>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
 #include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
 
@@ -344,6 +348,8 @@ absl::StatusOr<std::shared_ptr<StepTicket>> Session::StartStep(
   ticket->ticks_ = ticks;
   ticket->expected_tick_ = expected_tick;
   ticket->on_done_ = std::move(on_done);
+  AfterUnlock after;
+  std::exception_ptr failure;
   {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckStepLocked(ticks));
@@ -354,8 +360,19 @@ absl::StatusOr<std::shared_ptr<StepTicket>> Session::StartStep(
     }
     steps_.push_back(ticket);
     if (steps_.size() > 1) return ticket;  // The session is already scheduled for its Steps.
+    if (CheapLocked(ticks)) {
+      try {
+        RunStepLocked(clock_->NowNanos() + kInlineBudget_ns, after);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      TakeReadyLocked(after);
+    }
+    // Not cheap, or it took longer than expected: the workers run the rest.
+    if (!steps_.empty() && failure == nullptr) after.schedule_at = clock_->NowNanos();
   }
-  scheduler_->Schedule(shared_from_this(), clock_->NowNanos());
+  Finish(std::move(after));
+  if (failure != nullptr) Fail(failure);  // Ends the Step with the reason.
   return ticket;
 }
 
@@ -447,6 +464,36 @@ std::int64_t Session::DeadlineLocked(std::uint64_t tick) const {
 }
 
 std::optional<std::int64_t> Session::RunScheduled(std::int64_t now_ns) {
+  try {
+    return RunScheduledUnguarded(now_ns);
+  } catch (...) {
+    Fail(std::current_exception());
+    return std::nullopt;
+  }
+}
+
+void Session::Fail(std::exception_ptr failure) {
+  absl::Status reason;
+  try {
+    std::rethrow_exception(failure);
+  } catch (const std::bad_alloc&) {
+    reason = absl::ResourceExhaustedError(absl::StrCat(
+        "session_id: session ", id_,
+        " ran out of memory and was stopped; delete it and try a smaller world (fewer vehicles, "
+        "obstacles or contacts)"));
+  } catch (const std::exception& e) {
+    reason = absl::InternalError(absl::StrCat("session_id: session ", id_, " failed (",
+                                              absl::CEscape(e.what()).substr(0, 200),
+                                              ") and was stopped; delete it"));
+  } catch (...) {
+    reason = absl::InternalError(
+        absl::StrCat("session_id: session ", id_, " failed and was stopped; delete it"));
+  }
+  spdlog::error("{}", std::string(reason.message()));
+  Close(reason);
+}
+
+std::optional<std::int64_t> Session::RunScheduledUnguarded(std::int64_t now_ns) {
   AfterUnlock after;
   std::optional<std::int64_t> next;
   {
@@ -534,17 +581,28 @@ std::optional<std::int64_t> Session::RunRealtimeLocked(std::int64_t now_ns) {
   return DeadlineLocked(world_.tick() + 1);
 }
 
+bool Session::CheapLocked(std::uint64_t ticks) const {
+  return tick_cost_ns_ >= 0 &&
+         static_cast<double>(tick_cost_ns_) * static_cast<double>(ticks) <= kInlineBudget_ns;
+}
+
 void Session::TickLocked(FrameEvents* events) {
+  const std::int64_t start_ns = clock_->NowNanos();
   if (!braking_.empty()) BrakeLocked();
   transitions_.clear();
   world_.Step(&transitions_);
-  if (events != nullptr) AppendEvents(transitions_, *events);
+  tick_cost_ns_ = clock_->NowNanos() - start_ns;
+  const bool over_contact_budget = world_.contacts_dropped() > 0;
+  if (events != nullptr) {
+    AppendEvents(transitions_, *events);
+    if (over_contact_budget) ++events->ticks_over_contact_budget;
+  }
   for (const std::shared_ptr<CommandObserver>& observer : observers_) observer->OnTick(world_);
   if (subscribers_.empty()) return;
   const std::uint64_t tick = world_.tick();
   std::shared_ptr<const Frame> frame;
   for (const std::shared_ptr<Subscriber>& subscriber : subscribers_) {
-    subscriber->Accumulate(transitions_);
+    subscriber->Accumulate(transitions_, over_contact_budget);
     if (!subscriber->Wants(tick)) continue;
     if (frame == nullptr) frame = MakeFrameLocked();
     if (subscriber->Offer(frame)) ready_.push_back(subscriber);
@@ -657,6 +715,7 @@ absl::StatusOr<ControlReceipt> Session::ApplyControl(const Subscriber* subscribe
                                                      sim::VehicleInput input) {
   ControlReceipt receipt = ControlReceipt::kOnTime;
   AfterUnlock after;
+  std::exception_ptr failure;
   {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckOpenLocked());
@@ -682,9 +741,27 @@ absl::StatusOr<ControlReceipt> Session::ApplyControl(const Subscriber* subscribe
     RETURN_IF_ERROR(ApplyLocked(SetControlsCommand{{input}}));
     receipt = tick == now_tick ? ControlReceipt::kOnTime : ControlReceipt::kLate;
     controller->answered_tick = tick;
-    if (BarrierReadyLocked()) after.schedule_at = clock_->NowNanos();
+    if (BarrierReadyLocked()) {
+      if (steps_.empty() && CheapLocked(1)) {
+        // The tick this control completes, here (the session stays scheduled for its
+        // barrier timeout, which the tick moves on).
+        try {
+          (void)RunBarrierLocked(clock_->NowNanos());
+        } catch (...) {
+          failure = std::current_exception();
+        }
+        TakeReadyLocked(after);
+      } else {
+        after.schedule_at = clock_->NowNanos();
+      }
+    }
   }
   Finish(std::move(after));
+  if (failure != nullptr) {
+    Fail(failure);
+    absl::MutexLock lock(&mu_);
+    return close_reason_;
+  }
   return receipt;
 }
 
@@ -729,6 +806,13 @@ std::pair<std::shared_ptr<const Frame>, std::uint64_t> Session::CurrentFrameAndH
 std::shared_ptr<const Frame> Session::CurrentFrame() const {
   absl::MutexLock lock(&mu_);
   return MakeFrameLocked();
+}
+
+Session::Counts Session::counts() const {
+  absl::MutexLock lock(&mu_);
+  return {.vehicles = world_.vehicle_count(),
+          .obstacles = world_.obstacles().size(),
+          .contacts = world_.contacts().size()};
 }
 
 SessionDescription Session::Describe(bool with_vehicles) const {
@@ -822,6 +906,7 @@ std::shared_ptr<const Frame> Session::MakeFrameLocked() const {
   frame->time = NowLocked();
   frame->vehicles = world_.Snapshot();
   frame->contacts = world_.contacts();
+  frame->contacts_dropped = world_.contacts_dropped();
   return frame;
 }
 

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -159,6 +160,11 @@ class StepTicket {
 inline constexpr std::size_t kMaxQueuedSteps = 64;
 // How long a Step runs before it lets other work on the same workers go first, ns.
 inline constexpr std::int64_t kStepSlice_ns = 2'000'000;
+// Work the caller's thread may do itself instead of handing it to a worker, ns: a Step whose
+// ticks are expected to take at most this (from the last tick's cost) runs at once on the
+// caller's thread, and so does a BARRIER tick that a control completes. Crossing to a worker
+// and back costs tens of microseconds, as much as a small session's whole Step.
+inline constexpr std::int64_t kInlineBudget_ns = 200'000;
 
 // What a session reports about itself.
 struct SessionDescription {
@@ -231,8 +237,9 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // are gone) with NotFound. The clock keeps its mode, paced from now. Returns the new frame.
   absl::StatusOr<std::shared_ptr<const Frame>> Reset();
 
-  // Queues a Step of `ticks` ticks on the session's workers and returns at once; `on_done`
-  // is called exactly once, on a worker (or in Close), with the frame after the last tick and
+  // Queues a Step of `ticks` ticks on the session's workers and returns at once (a cheap
+  // Step with nothing queued before it runs at once, on the caller's thread: see
+  // kInlineBudget_ns); `on_done` is called exactly once, on a worker, in this call or in Close, with the frame after the last tick and
   // the events of the ticks stepped, or with an error: Aborted if `expected_tick` is set and
   // differs from the tick when the Step starts (nothing is stepped); Cancelled if the ticket
   // was cancelled (the ticks made stay made); NotFound if the session is deleted meanwhile,
@@ -252,6 +259,9 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // that starts more than a period late is a missed deadline; a session more than
   // kMaxLagTicks behind gives up the backlog (counted as missed) and restarts its pacing from
   // now. Factor 0: one tick per run, rescheduled at once (behind every session already due).
+  // An exception while it runs (std::bad_alloc: a world too big for the memory left) stops
+  // this session alone: it is closed with ResourceExhausted (Internal for other exceptions),
+  // which every later call on it gets, until it is deleted.
   std::optional<std::int64_t> RunScheduled(std::int64_t now_ns) override;
   // ScheduledJob: tells the subscribers of the frames the last runs made and answers the
   // Steps they finished.
@@ -262,6 +272,13 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // The current frame and the world's StateHash, of the same tick.
   std::pair<std::shared_ptr<const Frame>, std::uint64_t> CurrentFrameAndHash() const;
   SessionDescription Describe(bool with_vehicles) const;
+  // What the session holds now, cheaply (for sizing a response before making it).
+  struct Counts {
+    std::size_t vehicles = 0;
+    std::size_t obstacles = 0;
+    std::size_t contacts = 0;
+  };
+  Counts counts() const;
   SimTime Now() const;
   std::uint64_t StateHash() const;
 
@@ -316,6 +333,10 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
     std::optional<std::uint64_t> answered_tick;
   };
 
+  std::optional<std::int64_t> RunScheduledUnguarded(std::int64_t now_ns);
+  // Closes the session for an exception thrown while it ticked (see RunScheduled).
+  void Fail(std::exception_ptr failure);
+
   // What the lock-holding part of a call leaves to do once the lock is released.
   struct AfterUnlock {
     std::vector<std::shared_ptr<Subscriber>> ready;  // Transports to tell (OnReady).
@@ -340,8 +361,11 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   SimTime NowLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool PacedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One tick of the world, shown to the observers and offered to the subscribers; appends its
-  // transitions to `events` if not null.
+  // transitions to `events` if not null. Measures its cost (tick_cost_ns_).
   void TickLocked(FrameEvents* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `ticks` ticks are expected to fit kInlineBudget_ns (false before any tick was
+  // measured).
+  bool CheapLocked(std::uint64_t ticks) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckStepLocked(std::uint32_t ticks) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs the Step at the head of the queue until it is done, cancelled, or `slice_end_ns`
   // passes (nullopt: no limit); a finished Step goes to `after`.
@@ -391,6 +415,8 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   std::vector<std::uint32_t> lateness_histogram_ ABSL_GUARDED_BY(mu_);
   std::int64_t lateness_max_ns_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<sim::ContactEvent> transitions_ ABSL_GUARDED_BY(mu_);  // Scratch of a tick.
+  // What the last tick took on the clock, ns; -1 before the first.
+  std::int64_t tick_cost_ns_ ABSL_GUARDED_BY(mu_) = -1;
   std::vector<Controller> controllers_ ABSL_GUARDED_BY(mu_);
   // BARRIER: the current tick runs at the latest at this time (its observation's timeout).
   std::int64_t barrier_deadline_ns_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1,5 +1,7 @@
 #include "server/session/session_manager.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -94,6 +96,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
       .world = {.tick_rate_hz = request.tick_rate_hz.value_or(kDefaultTickRate_hz),
                 .seed = request.seed,
                 .max_vehicles = max_vehicles,
+                .max_contacts = limits_.max_contacts_per_tick,
                 .collision_policy = request.collision_policy,
                 .bounds = request.bounds},
       .clock = UpdatedClock(DefaultClock(limits_.clock_limits), request.clock),
@@ -122,9 +125,15 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
           absl::StrCat("sessions: the server holds its maximum of ", limits_.max_sessions,
                        " sessions (--max_sessions); delete one first"));
     }
-    session =
-        std::make_shared<Session>(id, std::move(config), std::move(world),
-                                  limits_.max_ticks_per_step, scheduler_, limits_.clock_limits);
+    // When the last holder lets go, the allocator hands the freed pages back to the system:
+    // a big session's memory must not stay with the process after it is deleted.
+    session = std::shared_ptr<Session>(
+        new Session(id, std::move(config), std::move(world), limits_.max_ticks_per_step,
+                    scheduler_, limits_.clock_limits),
+        [](Session* gone) {
+          delete gone;
+          malloc_trim(0);
+        });
     // 128 random bits: two equal ids would take about 2^64 sessions.
     [[maybe_unused]] const bool inserted = sessions_.emplace(std::move(id), session).second;
     ABSL_ASSERT(inserted);

@@ -22,6 +22,8 @@ struct ServerLimits {
   std::uint32_t max_sessions = 256;                // Sessions alive at once.
   std::uint32_t max_vehicles_per_session = 100000;  // Default and cap of a session's limit.
   std::uint32_t max_ticks_per_step = 10000;         // Ticks one Step call may advance.
+  // Contacts one tick of a session keeps (sim::World::contacts_dropped).
+  std::uint32_t max_contacts_per_tick = sim::kDefaultMaxContactsPerTick;
   // A session with no client call and no stream for this long is deleted, seconds; 0 = never.
   double session_idle_timeout_s = 0.0;
   // Every session's clock must stay within these (CreateSession and SetClock).

@@ -21,9 +21,11 @@ void Subscriber::Filter(FrameEvents& events) const {
   });
 }
 
-void Subscriber::Accumulate(absl::Span<const sim::ContactEvent> transitions) {
-  if (transitions.empty()) return;
+void Subscriber::Accumulate(absl::Span<const sim::ContactEvent> transitions,
+                            bool over_contact_budget) {
+  if (transitions.empty() && !over_contact_budget) return;
   absl::MutexLock lock(&mu_);
+  if (over_contact_budget) ++accumulated_.ticks_over_contact_budget;
   if (options_.vehicle_ids.empty()) {
     AppendEvents(transitions, accumulated_);
     return;

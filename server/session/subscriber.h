@@ -101,7 +101,7 @@ class Subscriber {
 
   // Session side, under its lock. The contact transitions (kBegan, kEnded) of a tick; kept
   // until the next delivery.
-  void Accumulate(absl::Span<const sim::ContactEvent> transitions);
+  void Accumulate(absl::Span<const sim::ContactEvent> transitions, bool over_contact_budget = false);
   // Whether this subscriber takes the frame of `tick` (decimation).
   bool Wants(std::uint64_t tick) const { return tick % options_.every_n_ticks == 0; }
   // Offers a frame it Wants, with the transitions accumulated since the last offer plus the

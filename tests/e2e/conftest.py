@@ -10,6 +10,7 @@ import os
 import pathlib
 import queue
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -70,7 +71,7 @@ import pitlane  # pylint: disable=wrong-import-position
 class ServerProcess:
     """A running pitlane-server child process and its captured output."""
 
-    def __init__(self, *flags):
+    def __init__(self, *flags, address_space_bytes=None):
         if not SERVER.is_file():
             pytest.fail(f"server binary not found: {SERVER} (build it or set PITLANE_SERVER)")
         self.output = []  # Lines of stdout and stderr, interleaved, prefixed.
@@ -81,6 +82,9 @@ class ServerProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            # As `ulimit -v`: allocations beyond fail in the server (std::bad_alloc).
+            preexec_fn=None if address_space_bytes is None else lambda: resource.setrlimit(
+                resource.RLIMIT_AS, (address_space_bytes, address_space_bytes)),
         )
         # Drain both pipes for the whole life of the server so it never blocks on them.
         for pipe, name in ((self.proc.stdout, "stdout"), (self.proc.stderr, "stderr")):
@@ -143,9 +147,10 @@ class ServerProcess:
 
 
 @contextlib.contextmanager
-def running_server(*flags):
-    """Starts a server with `flags`, yields it, stops it and checks it exited 0."""
-    server = ServerProcess(*flags)
+def running_server(*flags, address_space_bytes=None):
+    """Starts a server with `flags` (and an address-space limit in bytes, as `ulimit -v`,
+    if given), yields it, stops it and checks it exited 0."""
+    server = ServerProcess(*flags, address_space_bytes=address_space_bytes)
     try:
         yield server
     finally:

@@ -53,6 +53,12 @@ class CenterGrid {
   // Appends every pair of objects whose boxes overlap, each once, first < second. Returns
   // how many pairs of boxes it compared (the broad phase's work, for benchmarks).
   std::size_t FindOverlappingPairs(std::vector<IndexPair>& pairs) const;
+  // Calls visit(first, second) for every pair of objects whose boxes overlap, each once,
+  // first < second, in the grid's order (the order FindOverlappingPairs appends them in), and
+  // returns how many pairs of boxes it compared. Keeps nothing: memory stays constant however
+  // many pairs there are.
+  template <typename Visit>
+  std::size_t ForEachOverlappingPair(Visit&& visit) const;
 
   // Calls visit(index) for every listed (not large) object whose centre lies in a cell of row
   // `cell.y` with column in [cell.x, last_x], by ascending column.
@@ -116,6 +122,56 @@ class CenterGrid {
   std::vector<KeyedObject> keyed_;
   std::vector<KeyedObject> keyed_scratch_;
 };
+
+template <typename Visit>
+std::size_t CenterGrid::ForEachOverlappingPair(Visit&& visit) const {
+  std::size_t compared = 0;
+  const auto test = [&](const Entry& a, const Entry& b) {
+    ++compared;
+    if (Overlaps(a.box, b.box)) visit(std::min(a.object, b.object), std::max(a.object, b.object));
+  };
+  const std::size_t n = entries_.size();
+  const auto row_end = [&](std::size_t begin) {
+    std::size_t end = begin;
+    while (end < n && entries_[end].cell.y == entries_[begin].cell.y) ++end;
+    return end;
+  };
+  std::size_t begin = 0;
+  std::size_t end = n == 0 ? 0 : row_end(0);
+  while (begin < n) {
+    // The row above, if occupied: the next run of entries when its row is one higher.
+    const std::int32_t y = entries_[begin].cell.y;
+    const bool above = end < n && entries_[end].cell.y == y + 1;
+    const std::size_t above_end = end < n ? row_end(end) : n;
+    std::size_t p = end;  // First entry above not left of the current column - 1.
+    for (std::size_t i = begin; i < end; ++i) {
+      const Entry& entry = entries_[i];
+      const std::int32_t x = entry.cell.x;
+      // The rest of this cell, then the cell to the right.
+      for (std::size_t j = i + 1; j < end && entries_[j].cell.x <= x + 1; ++j) {
+        test(entry, entries_[j]);
+      }
+      // The three cells above.
+      if (above) {
+        while (p < above_end && entries_[p].cell.x < x - 1) ++p;
+        for (std::size_t j = p; j < above_end && entries_[j].cell.x <= x + 1; ++j) {
+          test(entry, entries_[j]);
+        }
+      }
+    }
+    begin = end;
+    end = above_end;
+  }
+  // Large objects against everything, each pair once.
+  for (std::size_t k = 0; k < large_.size(); ++k) {
+    const Entry big{GridCell{}, large_[k], large_boxes_[k]};
+    for (const Entry& entry : entries_) test(big, entry);
+    for (std::size_t j = k + 1; j < large_.size(); ++j) {
+      test(big, Entry{GridCell{}, large_[j], large_boxes_[j]});
+    }
+  }
+  return compared;
+}
 
 template <typename Visit>
 void CenterGrid::ForEachInRowSpan(GridCell cell, std::int32_t last_x, Visit&& visit) const {

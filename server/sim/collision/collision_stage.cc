@@ -28,6 +28,23 @@ Contact MakeContact(VehicleId vehicle, ObjectKind kind, std::uint64_t other_id,
   };
 }
 
+// Appends `contact` (of vehicle `vehicle`, and of vehicle `other` unless it is -1) within the
+// scene's budget; beyond it, counts it and marks its vehicles instead.
+void Keep(CollisionScene& scene, std::vector<Contact>& contacts, const Contact& contact,
+          std::uint32_t vehicle, std::int64_t other = -1) {
+  if (scene.contacts_kept < scene.contact_limit) {
+    ++scene.contacts_kept;
+    contacts.push_back(contact);
+    return;
+  }
+  ++scene.contacts_dropped;
+  if (scene.touched_beyond_budget.empty()) {
+    scene.touched_beyond_budget.assign(scene.vehicle_boxes.size(), 0);
+  }
+  scene.touched_beyond_budget[vehicle] = 1;
+  if (other >= 0) scene.touched_beyond_budget[static_cast<std::size_t>(other)] = 1;
+}
+
 // The pose a fraction `s` in [0, 1] of the way from `from` to `to`, turning the short way.
 Pose2 Interpolate(const Pose2& from, const Pose2& to, double s) {
   return Pose2{
@@ -177,6 +194,7 @@ void CollideWithObstacles(const VehicleTable& fleet,
     // is a contact. Under REPORT the vehicle does not stop there, so the obstacles its end
     // pose touches are contacts too.
     const std::size_t first_contact = contacts.size();
+    scene.sample_hits.clear();  // In obstacle id order, as the candidates.
     for (int s = 1; s <= sweep.samples; ++s) {
       const bool last = s == sweep.samples;
       const Pose2 pose =
@@ -188,10 +206,11 @@ void CollideWithObstacles(const VehicleTable& fleet,
         if (!Overlaps(box_bounds, scene.obstacle_bounds[k])) continue;
         const BoxContact contact = CollideBoxes(box, obstacles[k].box);
         if (!contact.touching) continue;
-        contacts.push_back(MakeContact(fleet.ids[i], ObjectKind::kObstacle, obstacles[k].id,
-                                       contact));
+        scene.sample_hits.push_back(obstacles[k].id);
+        Keep(scene, contacts,
+             MakeContact(fleet.ids[i], ObjectKind::kObstacle, obstacles[k].id, contact), i);
       }
-      if (contacts.size() == first_contact) continue;
+      if (scene.sample_hits.empty()) continue;
       if (last) break;
       if (stop_at_first_contact) {
         early.push_back({.vehicle_index = i, .pose = pose});
@@ -201,12 +220,11 @@ void CollideWithObstacles(const VehicleTable& fleet,
       for (const std::uint32_t k : scene.candidates) {
         const ObstacleId id = obstacles[k].id;
         const bool seen =
-            std::any_of(contacts.begin() + first_contact, contacts.begin() + at_first_sample,
-                        [id](const Contact& contact) { return contact.pair.other_id == id; });
+            std::binary_search(scene.sample_hits.begin(), scene.sample_hits.end(), id);
         if (seen || !Overlaps(scene.vehicle_bounds[i], scene.obstacle_bounds[k])) continue;
         const BoxContact contact = CollideBoxes(end_box, obstacles[k].box);
         if (contact.touching) {
-          contacts.push_back(MakeContact(fleet.ids[i], ObjectKind::kObstacle, id, contact));
+          Keep(scene, contacts, MakeContact(fleet.ids[i], ObjectKind::kObstacle, id, contact), i);
         }
       }
       std::inplace_merge(contacts.begin() + first_contact, contacts.begin() + at_first_sample,
@@ -220,7 +238,7 @@ void CollideWithObstacles(const VehicleTable& fleet,
 
 void CollideObstaclesWithVehicles(const VehicleTable& fleet,
                                   absl::Span<const Obstacle> obstacles,
-                                  const CollisionScene& scene, std::vector<Contact>& contacts) {
+                                  CollisionScene& scene, std::vector<Contact>& contacts) {
   const std::size_t run_start = contacts.size();
   // A vehicle whose box overlaps an obstacle's bounds has its centre within half a cell of
   // them (it fits in a cell); a little more for rounding.
@@ -233,8 +251,8 @@ void CollideObstaclesWithVehicles(const VehicleTable& fleet,
       if (scene.left_to_obstacles[i] == 0) return;
       const BoxContact contact = CollideBoxes(scene.vehicle_boxes[i], obstacles[k].box);
       if (contact.touching) {
-        contacts.push_back(
-            MakeContact(fleet.ids[i], ObjectKind::kObstacle, obstacles[k].id, contact));
+        Keep(scene, contacts,
+             MakeContact(fleet.ids[i], ObjectKind::kObstacle, obstacles[k].id, contact), i);
       }
     });
   }
@@ -245,7 +263,34 @@ void CollideObstaclesWithVehicles(const VehicleTable& fleet,
 std::size_t CollideVehicles(const VehicleTable& fleet, CollisionScene& scene,
                             std::vector<Contact>& contacts) {
   scene.pairs.clear();
-  const std::size_t examined = scene.vehicle_grid.FindOverlappingPairs(scene.pairs);
+  bool too_many_pairs = false;
+  const std::size_t examined =
+      scene.vehicle_grid.ForEachOverlappingPair([&](std::uint32_t first, std::uint32_t second) {
+        if (scene.pairs.size() < scene.max_pairs) {
+          scene.pairs.emplace_back(first, second);
+        } else {
+          too_many_pairs = true;
+        }
+      });
+  if (too_many_pairs) {
+    // Vehicles piled up: test the pairs as the broad phase finds them, holding none, and keep
+    // the first contacts found (in the grid's order) within the budget, sorted by pair.
+    scene.pairs.clear();
+    scene.streamed_contacts.clear();
+    scene.vehicle_grid.ForEachOverlappingPair([&](std::uint32_t first, std::uint32_t second) {
+      const BoxContact contact =
+          CollideBoxes(scene.vehicle_boxes[first], scene.vehicle_boxes[second]);
+      if (!contact.touching) return;
+      Keep(scene, scene.streamed_contacts,
+           MakeContact(fleet.ids[first], ObjectKind::kVehicle, fleet.ids[second], contact), first,
+           second);
+    });
+    std::sort(scene.streamed_contacts.begin(), scene.streamed_contacts.end(),
+              [](const Contact& a, const Contact& b) { return a.pair < b.pair; });
+    contacts.insert(contacts.end(), scene.streamed_contacts.begin(),
+                    scene.streamed_contacts.end());
+    return examined;
+  }
   // By (first, second): the narrow phase then reads the first box of each pair in memory
   // order, and its contacts come out in pair order (fleet order is id order).
   const int index_bits = std::bit_width(fleet.size());
@@ -260,26 +305,29 @@ std::size_t CollideVehicles(const VehicleTable& fleet, CollisionScene& scene,
         CollideBoxes(scene.vehicle_boxes[first], scene.vehicle_boxes[second]);
     if (!contact.touching) continue;
     // Fleet order is id order, so first < second gives the lower id first.
-    contacts.push_back(
-        MakeContact(fleet.ids[first], ObjectKind::kVehicle, fleet.ids[second], contact));
+    Keep(scene, contacts,
+         MakeContact(fleet.ids[first], ObjectKind::kVehicle, fleet.ids[second], contact), first,
+         second);
   }
   return examined;
 }
 
 void CollideWithWalls(const VehicleTable& fleet, const WorldBounds& bounds,
-                      const CollisionScene& scene, std::vector<Contact>& contacts) {
+                      CollisionScene& scene, std::vector<Contact>& contacts) {
   // A box's bounds are its exact extremes plus the tolerance, so comparing them with a wall
   // applies the same contact rule as the box-box test.
   const auto add = [&](std::size_t i, Wall wall, double normal_x, double normal_y,
                        double depth_m) {
-    contacts.push_back(Contact{
-        .pair = {.vehicle = fleet.ids[i],
-                 .other_kind = ObjectKind::kWall,
-                 .other_id = static_cast<std::uint64_t>(wall)},
-        .normal_x = normal_x,
-        .normal_y = normal_y,
-        .depth_m = std::max(depth_m - kContactTolerance_m, 0.0),
-    });
+    Keep(scene, contacts,
+         Contact{
+             .pair = {.vehicle = fleet.ids[i],
+                      .other_kind = ObjectKind::kWall,
+                      .other_id = static_cast<std::uint64_t>(wall)},
+             .normal_x = normal_x,
+             .normal_y = normal_y,
+             .depth_m = std::max(depth_m - kContactTolerance_m, 0.0),
+         },
+         static_cast<std::uint32_t>(i));
   };
   for (std::size_t i = 0; i < fleet.size(); ++i) {
     const Aabb& box = scene.vehicle_bounds[i];
@@ -290,6 +338,15 @@ void CollideWithWalls(const VehicleTable& fleet, const WorldBounds& bounds,
     }
     if (box.max_y_m >= bounds.max_y_m) add(i, Wall::kNorth, 0.0, 1.0, box.max_y_m - bounds.max_y_m);
   }
+}
+
+void ResetContactBudget(std::size_t contact_limit, std::size_t vehicle_count,
+                        CollisionScene& scene) {
+  scene.contact_limit = contact_limit;
+  scene.contacts_kept = 0;
+  scene.contacts_dropped = 0;
+  scene.touched_beyond_budget.clear();
+  scene.max_pairs = std::max(4 * contact_limit, 8 * vehicle_count);
 }
 
 void MergeContactRuns(absl::Span<const std::size_t> run_ends, std::vector<Contact>& contacts,

@@ -13,6 +13,7 @@
 #define PITLANE_SERVER_SIM_COLLISION_COLLISION_STAGE_H_
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -46,7 +47,26 @@ struct CollisionScene {
   std::vector<Contact> contact_scratch;
   // Per vehicle: 1 if CollideWithObstacles left it to CollideObstaclesWithVehicles.
   std::vector<std::uint8_t> left_to_obstacles;
+  std::vector<ObstacleId> sample_hits;  // CollideWithObstacles: what a sample touched.
+
+  // The contact budget of a step (see ResetContactBudget): the first contact_limit contacts
+  // found, stage by stage in the order World::Step runs them, are kept; the others are only
+  // counted (contacts_dropped), and their vehicles marked (touched_beyond_budget, one per
+  // vehicle, empty while nothing was dropped) so that the collision response still sees them.
+  std::size_t contact_limit = std::numeric_limits<std::size_t>::max();
+  std::size_t contacts_kept = 0;
+  std::uint64_t contacts_dropped = 0;
+  std::vector<std::uint8_t> touched_beyond_budget;
+  // The most candidate pairs CollideVehicles keeps for its sorted narrow phase; with more, it
+  // tests them as the broad phase finds them, keeping none.
+  std::size_t max_pairs = std::numeric_limits<std::size_t>::max();
+  std::vector<Contact> streamed_contacts;  // Scratch of that streaming pass.
 };
+
+// Starts a step's contact budget: at most `contact_limit` contacts kept, and at most
+// max(4 contact_limit, 8 vehicles) candidate pairs between vehicles held at once.
+void ResetContactBudget(std::size_t contact_limit, std::size_t vehicle_count,
+                        CollisionScene& scene);
 
 // The grid cell size for a fleet: wide enough for every vehicle's bounding box in any
 // heading (the largest body diagonal), except that vehicles more than four times the mean
@@ -92,16 +112,17 @@ void CollideWithObstacles(const VehicleTable& fleet,
 // must be built.
 void CollideObstaclesWithVehicles(const VehicleTable& fleet,
                                   absl::Span<const Obstacle> obstacles,
-                                  const CollisionScene& scene, std::vector<Contact>& contacts);
+                                  CollisionScene& scene, std::vector<Contact>& contacts);
 
 // Appends the contacts between vehicles (from the vehicle grid and boxes), sorted by pair.
-// Returns the number of box pairs the broad phase compared.
+// Returns the number of box pairs the broad phase compared. Every Collide function keeps
+// within the scene's contact budget.
 std::size_t CollideVehicles(const VehicleTable& fleet, CollisionScene& scene,
                             std::vector<Contact>& contacts);
 
 // Appends the contacts of every vehicle with the boundary walls, sorted by pair.
 void CollideWithWalls(const VehicleTable& fleet, const WorldBounds& bounds,
-                      const CollisionScene& scene, std::vector<Contact>& contacts);
+                      CollisionScene& scene, std::vector<Contact>& contacts);
 
 // Sorts contacts by pair, the order in which they are reported, given that they are made of
 // runs already sorted: [0, run_ends[0]), [run_ends[0], run_ends[1]), ... Linear time; `scratch`

@@ -43,6 +43,12 @@ double Log(double x);
 // atan(x) in [-pi/2, pi/2]. Domain: every double. Error: < 1 ulp (measured 0.54).
 inline double Atan(double x);
 
+// atan(x) for inner loops that need speed more than the last bit (the four-wheel model's tyre
+// curve): the same reduction to |u| <= 0.135 and series as Atan, but u = (t - c) / (1 + c t)
+// in plain double arithmetic. Domain: every double. Error: < 1.5 ulp (measured 1.38).
+// About half of Atan's work where |x| > 0.135.
+inline double AtanFast(double x);
+
 // atan2(y, x): the angle of (x, y) in [-pi, pi], with C's signed-zero and infinity cases.
 // Error: < 1.5 ulp (measured 1.41; for |y| <= 0.135 |x| the quotient y/x rounds once before
 // the series, as in the fast path, elsewhere < 0.6 ulp).
@@ -291,6 +297,26 @@ inline double Atan(double x) {
     if (a != a) return x;  // NaN.
     angle = kPi / 2;       // pi/2 - 1/a rounds to pi/2.
   }
+  return std::copysign(angle, x);
+}
+
+inline double AtanFast(double x) {
+  using namespace math_internal;
+  const double a = std::abs(x);
+  if (!(a <= 0x1p900)) return a != a ? x : std::copysign(kPi / 2, x);  // NaN, or pi/2 - 1/a.
+  const bool invert = a > 1.0;
+  const double t = invert ? 1.0 / a : a;  // In [0, 1].
+  const int k = (t > kAtanMid[0]) + (t > kAtanMid[1]) + (t > kAtanMid[2]);
+  const double c = kAtanC[k];
+  const double u = (t - c) / (1.0 + c * t);  // |u| <= 0.135.
+  const double z = u * u;
+  // kind 0: atan(c) + atan(u); kind 1 (inverted): pi/2 - atan(c) - atan(u).
+  const int kind = invert ? 1 : 0;
+  const double sign = kAtanSign[kind];
+  double head, head_error;
+  FastTwoSum(kAtanBase[kind][k][0], sign * u, &head, &head_error);
+  const double angle =
+      head + ((head_error + kAtanBase[kind][k][1]) + sign * (u * z * AtanSeries(z)));
   return std::copysign(angle, x);
 }
 

@@ -163,6 +163,20 @@ TEST(Atan, WithinOneUlpOfLibm) {
   EXPECT_LE(worst, 1.0);
 }
 
+TEST(AtanFast, WithinOneAndAHalfUlpOfLibm) {
+  const double worst = MaxUlpError(
+      "AtanFast",
+      {{"[-2, 2]", Uniform(-2.0, 2.0)},
+       {"|x| in [2^-30, 2^30)", LogUniform(-30, 30, true)},
+       {"|x| in [2^-1074, 2^1024)", LogUniform(-1074, 1024, true)}},
+      [](double x) { return AtanFast(x); }, [](long double x) { return std::atan(x); });
+  EXPECT_LE(worst, 1.5);
+  EXPECT_EQ(std::bit_cast<std::uint64_t>(AtanFast(-0.0)), std::bit_cast<std::uint64_t>(-0.0));
+  EXPECT_EQ(AtanFast(kInf), kPi / 2);
+  EXPECT_EQ(AtanFast(-kInf), -kPi / 2);
+  EXPECT_TRUE(std::isnan(AtanFast(kNan)));
+}
+
 TEST(Atan, SpecialValues) {
   EXPECT_EQ(std::bit_cast<std::uint64_t>(Atan(-0.0)), std::bit_cast<std::uint64_t>(-0.0));
   EXPECT_EQ(Atan(kInf), kPi / 2);

@@ -433,7 +433,7 @@ LateralCurve LateralCurveAt(const FourWheelParams& p, const WheelFrames& w, doub
         p.slip_reference_speed_mps / std::max(std::abs(v_lon), p.slip_reference_speed_mps);
     const double arg = p.c3_spm * sigma * v_lat;
     double sin_curve, cos_curve;
-    SinCos(p.c2 * Atan(arg), &sin_curve, &cos_curve);
+    SinCos(p.c2 * AtanFast(arg), &sin_curve, &cos_curve);
     const double slope = std::abs(arg) > kSmallSlipArgument ? sin_curve / arg : p.c2;
     curve.unit_damping[i] = p.c1 * p.c3_spm * sigma * slope;
     curve.use_sq[i] = sin_curve * sin_curve;

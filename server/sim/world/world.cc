@@ -56,6 +56,9 @@ absl::StatusOr<World> World::Create(const WorldSpec& spec, IdCounters first_ids)
   if (spec.max_vehicles < 1) {
     return absl::InvalidArgumentError("max_vehicles: must be >= 1, got 0");
   }
+  if (spec.max_contacts < 1) {
+    return absl::InvalidArgumentError("max_contacts: must be >= 1, got 0");
+  }
   if (spec.bounds.has_value()) RETURN_IF_ERROR(PrefixField("bounds", CheckWorldBounds(*spec.bounds)));
   if (spec.routes.size() > kMaxRoutes) {
     return absl::InvalidArgumentError(
@@ -79,6 +82,7 @@ absl::StatusOr<World> World::Create(const WorldSpec& spec, IdCounters first_ids)
       .dt_s = 1.0 / spec.tick_rate_hz,
       .seed = spec.seed,
       .max_vehicles = spec.max_vehicles,
+      .max_contacts = spec.max_contacts,
       .collision_policy = spec.collision_policy,
       .bounds = spec.bounds,
       .routes = std::move(routes),
@@ -368,6 +372,7 @@ void World::Step(std::vector<ContactEvent>* transitions) {
   ComputeVehicleBoxes(table, scene_);
   contacts_.clear();
   early_contacts_.clear();
+  ResetContactBudget(params_.max_contacts, table.size(), scene_);
   // Each collision below appends a run of contacts sorted by pair; merged at the end.
   std::size_t run_ends[4];
   CollideWithObstacles(table, previous_poses_, state_.obstacles, stop_on_contact, scene_,
@@ -402,7 +407,11 @@ void World::Step(std::vector<ContactEvent>* transitions) {
         Crash(static_cast<std::size_t>(table.Find(contact.pair.other_id)));
       }
     }
+    for (std::size_t i = 0; i < scene_.touched_beyond_budget.size(); ++i) {
+      if (scene_.touched_beyond_budget[i] != 0) Crash(i);
+    }
   }
+  state_.contacts_dropped = scene_.contacts_dropped;
 
   // Events, and the clock.
   ++state_.tick;

@@ -39,6 +39,10 @@ inline constexpr std::size_t kMaxObstacles = 1'000'000;
 inline constexpr std::uint64_t kMaxScanBeamsPerWorld = 1'000'000;
 inline constexpr std::uint64_t kMaxNearestObjectsPerWorld = 100'000;
 
+// The default contact budget of a tick. A contact takes 56 bytes in the state and in every
+// frame made of it.
+inline constexpr std::uint32_t kDefaultMaxContactsPerTick = 100'000;
+
 // What a client asks for when it creates a world. Possibly invalid.
 struct WorldSpec {
   // Ticks per simulated second, Hz, in [kMinTickRate_hz, kMaxTickRate_hz]: dt within
@@ -46,6 +50,8 @@ struct WorldSpec {
   double tick_rate_hz = 50.0;
   std::uint64_t seed = 0;          // Seed of every random choice the world makes.
   std::uint32_t max_vehicles = 1;  // Most vehicles alive at once, >= 1.
+  // Most contacts one tick keeps, >= 1 (see World::contacts_dropped).
+  std::uint32_t max_contacts = kDefaultMaxContactsPerTick;
   CollisionPolicy collision_policy = CollisionPolicy::kReport;
   std::optional<WorldBounds> bounds = {};  // Walls around the world; none when unset.
   // Routes for the built-in drivers (RouteFollowerSpec::route indexes them): at most
@@ -59,6 +65,7 @@ struct WorldParams {
   double dt_s = 0.02;          // Seconds per tick: 1 / tick_rate_hz.
   std::uint64_t seed = 0;
   std::uint32_t max_vehicles = 1;
+  std::uint32_t max_contacts = kDefaultMaxContactsPerTick;
   CollisionPolicy collision_policy = CollisionPolicy::kReport;
   std::optional<WorldBounds> bounds = {};
   std::vector<RouteParams> routes;  // The spec's routes with their geometry precomputed.
@@ -83,6 +90,9 @@ struct WorldState {
   Fleets fleets;          // Each model's state of its vehicles.
   std::vector<Obstacle> obstacles;  // By ascending id.
   std::vector<Contact> contacts;    // In effect at `tick`, by pair.
+  // Contacts in effect at `tick` beyond max_contacts, not in `contacts` (derived from the
+  // poses, so not hashed).
+  std::uint64_t contacts_dropped = 0;
   // The vehicles with a built-in driver, by ascending id (so by ascending row).
   std::vector<DrivenVehicle> drivers;
   // Totals over the vehicles alive: range_scan.beam_count and nearest_objects.count.
@@ -132,6 +142,12 @@ class World {
   const std::vector<Obstacle>& obstacles() const { return state_.obstacles; }
   // The contacts in effect at the current tick, by pair.
   const std::vector<Contact>& contacts() const { return state_.contacts; }
+  // How many contacts in effect at the current tick the budget left out of contacts(): a tick
+  // keeps at most max_contacts, the first found (vehicles with obstacles, then with each other
+  // in the broad phase's order, then with the walls), a subset that depends only on the
+  // state. Under CollisionPolicy::kStop the vehicles of the dropped contacts crash all the
+  // same. A tick over the budget reports BEGAN and ENDED events of the kept contacts only.
+  std::uint64_t contacts_dropped() const { return state_.contacts_dropped; }
 
   // Replaces the held controls of the vehicles named in `inputs`, or of none. Values are
   // clamped to each vehicle's limits. A crashed vehicle accepts and ignores them. Errors,

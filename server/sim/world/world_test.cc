@@ -1,5 +1,6 @@
 #include "server/sim/world/world.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -406,6 +407,69 @@ TEST(World, CrashHaltsEveryModel) {
     EXPECT_EQ(world.Snapshot()[0].pose.x_m, crashed.pose.x_m);
     EXPECT_EQ(world.Snapshot()[0].speed_mps, 0.0);
   }
+}
+
+// The contact budget: n cars stacked at the origin touch pairwise, n (n - 1) / 2 contacts. A
+// tick keeps max_contacts of them, sorted by pair, counts the rest, and keeps the same ones for
+// the same state. Table: few contacts over the budget (the sorted narrow phase, which keeps
+// the lowest pairs) and far more candidate pairs than it holds (the streaming pass).
+TEST(World, ContactsBeyondTheBudgetAreCountedNotKept) {
+  struct Case {
+    std::uint32_t cars;
+    std::uint32_t max_contacts;
+  };
+  for (const Case c : {Case{20, 100}, Case{60, 10}, Case{60, 5000}}) {
+    SCOPED_TRACE(testing::Message() << c.cars << " cars, budget " << c.max_contacts);
+    const std::uint64_t all = std::uint64_t{c.cars} * (c.cars - 1) / 2;
+    const auto run = [&](CollisionPolicy policy) {
+      SimTestContext sim(
+          {.max_vehicles = c.cars, .max_contacts = c.max_contacts, .collision_policy = policy});
+      EXPECT_TRUE(sim.world().Spawn(std::vector<VehicleSpec>(c.cars, At(0.0))).ok());
+      sim.StepOnce();
+      return std::move(sim.world());
+    };
+    const World world = run(CollisionPolicy::kReport);
+    const std::uint64_t kept = std::min<std::uint64_t>(all, c.max_contacts);
+    ASSERT_EQ(world.contacts().size(), kept);
+    EXPECT_EQ(world.contacts_dropped(), all - kept);
+    EXPECT_TRUE(std::is_sorted(world.contacts().begin(), world.contacts().end(),
+                               [](const Contact& a, const Contact& b) { return a.pair < b.pair; }));
+    EXPECT_TRUE(std::adjacent_find(world.contacts().begin(), world.contacts().end(),
+                                   [](const Contact& a, const Contact& b) {
+                                     return a.pair == b.pair;
+                                   }) == world.contacts().end());
+    if (c.cars == 20) {
+      // Sorted narrow phase: the lowest pairs, (1,2), (1,3), ... car by car: cars 1 to 6 have
+      // 19 + 18 + ... + 14 = 99 pairs with higher ids, so the 100th is (7,8).
+      EXPECT_EQ(world.contacts().front().pair, (ContactPair{1, ObjectKind::kVehicle, 2}));
+      EXPECT_EQ(world.contacts().back().pair, (ContactPair{7, ObjectKind::kVehicle, 8}));
+    }
+    // The same state keeps the same contacts.
+    const World again = run(CollisionPolicy::kReport);
+    ASSERT_EQ(again.contacts().size(), world.contacts().size());
+    for (std::size_t i = 0; i < world.contacts().size(); ++i) {
+      EXPECT_EQ(again.contacts()[i].pair, world.contacts()[i].pair);
+    }
+    // Under STOP every car crashes, those of the dropped contacts too.
+    const World stopped = run(CollisionPolicy::kStop);
+    for (const VehicleSnapshot& v : stopped.Snapshot()) EXPECT_TRUE(v.crashed) << v.id;
+  }
+}
+
+TEST(World, ObstacleContactsKeepToTheBudget) {
+  SimTestContext sim({.max_vehicles = 20, .max_contacts = 100});
+  World& world = sim.world();
+  ASSERT_TRUE(world.AddObstacles(std::vector<ObstacleSpec>(1000, ObstacleSpec{})).ok());
+  ASSERT_TRUE(world.Spawn(std::vector<VehicleSpec>(20, At(0.0))).ok());
+  sim.StepOnce();
+  // 20 x 1000 car-obstacle contacts and 190 car-car ones.
+  EXPECT_EQ(world.contacts().size(), 100u);
+  EXPECT_EQ(world.contacts_dropped(), 20u * 1000 + 190 - 100);
+  for (const Contact& contact : world.contacts()) {
+    EXPECT_EQ(contact.pair.other_kind, ObjectKind::kObstacle);
+  }
+  EXPECT_THAT(World::Create({.max_vehicles = 1, .max_contacts = 0}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_contacts")));
 }
 
 // Every model at both ends of the tick-rate range (dt = 1 s and 0.1 ms): finite states, speeds
