@@ -63,6 +63,12 @@ ABSL_FLAG(std::string, scenario_dir, "",
 ABSL_FLAG(double, session_idle_timeout, 3600.0,
           "Seconds a session may go without a client call or an open stream before it is "
           "deleted; 0 = never, otherwise 1..1e7.");
+ABSL_FLAG(double, min_barrier_timeout_s, 0.001,
+          "Shortest barrier_timeout_s a BARRIER session may set, seconds; 0.001..60, at most "
+          "--max_barrier_timeout_s.");
+ABSL_FLAG(double, max_barrier_timeout_s, 60.0,
+          "Longest barrier_timeout_s a BARRIER session may set, seconds: how long one silent "
+          "controller can hold each tick of a race; 0.001..60.");
 
 // Abseil reports each flag it cannot parse (an unknown name, "abc" for a number) on stderr,
 // calls this hook and later exits 1. Exiting here makes every command-line error exit 2, the
@@ -94,6 +100,8 @@ std::vector<const absl::CommandLineFlag*> PitlaneFlags() {
           &absl::GetFlagReflectionHandle(FLAGS_log_format),
           &absl::GetFlagReflectionHandle(FLAGS_worker_threads),
           &absl::GetFlagReflectionHandle(FLAGS_session_idle_timeout),
+          &absl::GetFlagReflectionHandle(FLAGS_min_barrier_timeout_s),
+          &absl::GetFlagReflectionHandle(FLAGS_max_barrier_timeout_s),
           &absl::GetFlagReflectionHandle(FLAGS_scenario),
           &absl::GetFlagReflectionHandle(FLAGS_scenario_dir)};
 }
@@ -139,6 +147,8 @@ pitlane::app::FlagValues ReadFlags() {
       .log_format = absl::GetFlag(FLAGS_log_format),
       .worker_threads = absl::GetFlag(FLAGS_worker_threads),
       .session_idle_timeout_s = absl::GetFlag(FLAGS_session_idle_timeout),
+      .min_barrier_timeout_s = absl::GetFlag(FLAGS_min_barrier_timeout_s),
+      .max_barrier_timeout_s = absl::GetFlag(FLAGS_max_barrier_timeout_s),
       .scenario = absl::GetFlag(FLAGS_scenario),
       .scenario_dir = absl::GetFlag(FLAGS_scenario_dir),
   };
@@ -205,9 +215,12 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", std::string(server.status().message()));
     return kExitCannotStart;
   }
-  spdlog::info("server started: max {} sessions, {} vehicles per session, {} ticks per Step",
-               options.limits.max_sessions, options.limits.max_vehicles_per_session,
-               options.limits.max_ticks_per_step);
+  spdlog::info(
+      "server started: max {} sessions, {} vehicles per session, {} ticks per Step; "
+      "barrier_timeout_s in [{}, {}]",
+      options.limits.max_sessions, options.limits.max_vehicles_per_session,
+      options.limits.max_ticks_per_step, options.limits.clock_limits.min_barrier_timeout_s,
+      options.limits.clock_limits.max_barrier_timeout_s);
   // Plain stdout, for people and for scripts that wait for the port.
   std::fputs(pitlane::app::Banner((*server)->address(), HostName(), options.startup_scenario,
                                   (*server)->startup_session_id())

@@ -3,19 +3,11 @@
 #include <algorithm>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "spdlog/spdlog.h"
 
 namespace pitlane::api {
 namespace {
-
-// `text` cut to kAuditValueMaxBytes and C-escaped, so that a client's string can neither make
-// a line long nor break it into two (newlines) nor pass as another field (quotes).
-std::string Sanitized(absl::string_view text) {
-  if (text.size() <= kAuditValueMaxBytes) return absl::CHexEscape(text);
-  return absl::StrCat(absl::CHexEscape(text.substr(0, kAuditValueMaxBytes)), "...");
-}
 
 bool IsSecretKey(absl::string_view key) {
   const std::string lower = absl::AsciiStrToLower(key);
@@ -26,10 +18,10 @@ bool IsSecretKey(absl::string_view key) {
 
 std::string FormatAuditLine(absl::string_view peer, absl::string_view action,
                             std::initializer_list<AuditField> fields) {
-  std::string line = absl::StrCat("audit: peer=", Sanitized(peer), " action=", Sanitized(action));
+  std::string line = absl::StrCat("audit: peer=", Echo(peer), " action=", Echo(action));
   for (const AuditField& field : fields) {
-    absl::StrAppend(&line, " ", Sanitized(field.key), "=\"",
-                    IsSecretKey(field.key) ? "[redacted]" : Sanitized(field.value), "\"");
+    absl::StrAppend(&line, " ", Echo(field.key), "=\"",
+                    IsSecretKey(field.key) ? "[redacted]" : Echo(field.value), "\"");
   }
   return line;
 }

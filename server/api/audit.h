@@ -10,9 +10,9 @@
 //   audit: peer=ipv4:127.0.0.1:51234 action=session.create session="s-..." name="demo"
 //
 // Clients trigger these lines, so they must not be able to flood the log or forge lines:
-// every value (and the peer) is cut to kAuditValueMaxBytes and C-escaped (quotes, backslashes,
-// control and non-ASCII bytes as \xNN), values of a key naming a token or secret are never
-// written, and the lines pass a process-wide token bucket (kAuditLinesPerSecond, bursts of
+// every value (and the peer) is cut to kAuditValueMaxBytes and C-escaped (Echo: quotes,
+// backslashes, control and non-ASCII bytes as \xNN), values of a key naming a token or secret are
+// never written, and the lines pass a process-wide token bucket (kAuditLinesPerSecond, bursts of
 // kAuditBurstLines); the lines refused are counted and reported by the next line let through
 // ("audit: N lines suppressed by the rate limit").
 #ifndef PITLANE_SERVER_API_AUDIT_H_
@@ -27,11 +27,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "server/session/clock.h"
+#include "server/util/echo.h"
 
 namespace pitlane::api {
 
 // The longest peer or value written, bytes before escaping; longer ones end in "...".
-inline constexpr size_t kAuditValueMaxBytes = 64;
+inline constexpr size_t kAuditValueMaxBytes = kEchoMaxBytes;
 // Sustained audit lines per second for the whole process, and the burst above it.
 inline constexpr double kAuditLinesPerSecond = 100.0;
 inline constexpr double kAuditBurstLines = 200.0;

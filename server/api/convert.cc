@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/util/echo.h"
 #include "server/util/field_checks.h"
 
 namespace pitlane::api {
@@ -278,7 +279,7 @@ absl::StatusOr<session::SessionRequest> SessionRequestFromProto(const v1::Sessio
     }
     if (std::find(route_names.begin(), route_names.end(), track.name()) != route_names.end()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ".name: \"", track.name(), "\" names two tracks"));
+          absl::StrCat(field, ".name: \"", Echo(track.name()), "\" names two tracks"));
     }
     route_names.push_back(track.name());
     session::NamedRoute route{.name = track.name()};
@@ -333,8 +334,9 @@ absl::StatusOr<sim::DriverSpec> DriverFromProto(const v1::Driver& driver,
       const auto it = std::find(route_names.begin(), route_names.end(), follower.track());
       if (it == route_names.end()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "route_follower.track: no track \"", follower.track(), "\" in the session (tracks: ",
-            route_names.empty() ? "none" : absl::StrJoin(route_names, ", "), ")"));
+            "route_follower.track: no track \"", Echo(follower.track()),
+            "\" in the session (tracks: ",
+            route_names.empty() ? "none" : Echo(absl::StrJoin(route_names, ", ")), ")"));
       }
       sim::RouteFollowerSpec out{.route = static_cast<std::uint32_t>(it - route_names.begin())};
       if (follower.has_target_speed_mps()) out.target_speed_mps = follower.target_speed_mps();

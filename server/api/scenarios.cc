@@ -4,11 +4,11 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "server/util/echo.h"
 
 namespace pitlane::api {
 namespace {
@@ -51,8 +51,7 @@ absl::StatusOr<v1::SessionConfig> ParseScenario(absl::string_view source, absl::
 absl::StatusOr<v1::SessionConfig> LoadScenario(absl::string_view name, const std::string& dir) {
   if (!IsPlainName(name)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "scenario: a name of letters, digits, '-' and '_' (at most 64), got \"",
-        absl::CHexEscape(name), "\""));
+        "scenario: a name of letters, digits, '-' and '_' (at most 64), got \"", Echo(name), "\""));
   }
   absl::StatusOr<v1::SessionConfig> config;
   bool found = false;
@@ -78,16 +77,16 @@ absl::StatusOr<v1::SessionConfig> LoadScenario(absl::string_view name, const std
   if (!found) {
     std::vector<std::string> names;
     for (const ShippedScenario& shipped : ShippedScenarios()) names.emplace_back(shipped.name);
-    return absl::NotFoundError(absl::StrCat("scenario: no scenario \"", name, "\" (shipped: ",
-                                            absl::StrJoin(names, ", "), ")"));
+    return absl::NotFoundError(absl::StrCat("scenario: no scenario \"", Echo(name),
+                                            "\" (shipped: ", absl::StrJoin(names, ", "), ")"));
   }
   if (!config.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("scenario: ", config.status().message()));
   }
   if (!config->scenario().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "scenario: scenario \"", name, "\" names another scenario (\"", config->scenario(),
-        "\"); scenarios do not chain"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("scenario: scenario \"", Echo(name), "\" names another scenario (\"",
+                     Echo(config->scenario()), "\"); scenarios do not chain"));
   }
   return config;
 }

@@ -6,11 +6,12 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "server/api/audit.h"
 #include "server/api/convert.h"
 #include "server/api/grpc_status.h"
 #include "server/api/scenarios.h"
@@ -230,9 +231,10 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
 class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
                            public session::SubscriberTransport {
  public:
+  // `peer`: the client's address, for the audit lines of attach and detach.
   static grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Start(
-      session::SessionManager& sessions) {
-    auto reactor = std::shared_ptr<DriveReactor>(new DriveReactor(sessions));
+      session::SessionManager& sessions, std::string peer) {
+    auto reactor = std::shared_ptr<DriveReactor>(new DriveReactor(sessions, std::move(peer)));
     reactor->self_ = reactor;
     reactor->StartRead(&reactor->raw_request_);
     return reactor.get();
@@ -288,17 +290,24 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   void OnDone() override {
     std::shared_ptr<session::Session> session;
     std::shared_ptr<session::Subscriber> subscriber;
+    sim::VehicleId vehicle = 0;
     {
       absl::MutexLock lock(&mu_);
       session = session_;
       subscriber = std::move(subscriber_);
+      vehicle = vehicle_;
     }
-    if (session != nullptr && subscriber != nullptr) session->DetachController(subscriber.get());
+    // Attached (a failed attach leaves no subscriber): the controller leaves.
+    if (session != nullptr && subscriber != nullptr) {
+      session->DetachController(subscriber.get());
+      Audit(peer_, "controller.detach", {{"session", session->id()}, {"vehicle", vehicle}});
+    }
     self_.reset();  // May destroy this object: nothing may follow.
   }
 
  private:
-  explicit DriveReactor(session::SessionManager& sessions) : sessions_(sessions) {}
+  DriveReactor(session::SessionManager& sessions, std::string peer)
+      : sessions_(sessions), peer_(std::move(peer)) {}
 
   // The first message. On success the session is set and observations flow.
   absl::Status Attach() {
@@ -337,6 +346,11 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
       subscriber_.reset();
       return PrefixField("attach", attached);
     }
+    Audit(peer_, "controller.attach",
+          {{"session", (*session)->id()},
+           {"vehicle", attach.vehicle_id()},
+           {"on_disconnect", action == session::DisconnectAction::kBrakeToStop ? "brake_to_stop"
+                                                                               : "hold_controls"}});
     return absl::OkStatus();
   }
 
@@ -416,6 +430,7 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   }
 
   session::SessionManager& sessions_;
+  const std::string peer_;
   std::shared_ptr<DriveReactor> self_;
   grpc::ByteBuffer raw_request_;  // The read in flight (reads are sequential).
   v1::DriveRequest request_;      // The last one read, parsed.
@@ -512,7 +527,16 @@ grpc::ServerUnaryReactor* SimulatorService::CreateSession(grpc::CallbackServerCo
       context, *raw_request, raw_response,
       [&](const v1::CreateSessionRequest* request, v1::CreateSessionResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session, CreateFromConfig(request->config()));
-    SessionToProto(session->Describe(/*with_vehicles=*/false), response->mutable_session());
+    const session::SessionDescription description = session->Describe(/*with_vehicles=*/false);
+    SessionToProto(description, response->mutable_session());
+    Audit(context->peer(), "session.create",
+          {{"session", session->id()},
+           {"name", description.config.name},
+           {"scenario", request->config().scenario()},
+           {"clock_mode", v1::ClockMode_Name(ClockModeToProto(description.config.clock.mode))},
+           {"tick_rate_hz", description.config.world.tick_rate_hz},
+           {"vehicles", description.vehicle_count},
+           {"open", sessions_.size()}});
     return absl::OkStatus();
       });
 }
@@ -542,6 +566,8 @@ grpc::ServerUnaryReactor* SimulatorService::ResetSession(grpc::CallbackServerCon
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
     ASSIGN_OR_RETURN(const auto frame, session->Reset());
     FrameToProto(*frame, response->mutable_state());
+    Audit(context->peer(), "session.reset",
+          {{"session", session->id()}, {"vehicles", frame->vehicles.size()}});
     return absl::OkStatus();
       });
 }
@@ -580,6 +606,8 @@ grpc::ServerUnaryReactor* SimulatorService::DeleteSession(grpc::CallbackServerCo
       [&](const v1::DeleteSessionRequest* request, v1::DeleteSessionResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const session::SimTime time, sessions_.Delete(request->session_id()));
     SimTimeToProto(time, response->mutable_time());
+    Audit(context->peer(), "session.delete",
+          {{"session", request->session_id()}, {"tick", time.tick}, {"open", sessions_.size()}});
     return absl::OkStatus();
       });
 }
@@ -601,6 +629,11 @@ grpc::ServerUnaryReactor* SimulatorService::SpawnVehicle(grpc::CallbackServerCon
     if (!ids.ok()) return InField("vehicles", ids.status());
     response->mutable_vehicle_ids()->Add(ids->begin(), ids->end());
     SimTimeToProto(session->Now(), response->mutable_time());
+    Audit(context->peer(), "vehicles.spawn",
+          {{"session", session->id()},
+           {"count", ids->size()},
+           {"first_id", ids->front()},
+           {"last_id", ids->back()}});
     return absl::OkStatus();
       });
 }
@@ -613,6 +646,8 @@ grpc::ServerUnaryReactor* SimulatorService::RemoveVehicle(grpc::CallbackServerCo
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
     RETURN_IF_ERROR(session->RemoveVehicle(request->vehicle_id()));
     SimTimeToProto(session->Now(), response->mutable_time());
+    Audit(context->peer(), "vehicles.remove",
+          {{"session", session->id()}, {"vehicle", request->vehicle_id()}});
     return absl::OkStatus();
       });
 }
@@ -637,6 +672,11 @@ grpc::ServerUnaryReactor* SimulatorService::AddObstacle(grpc::CallbackServerCont
     if (!ids.ok()) return InField("obstacles", ids.status());
     response->mutable_obstacle_ids()->Add(ids->begin(), ids->end());
     SimTimeToProto(session->Now(), response->mutable_time());
+    Audit(context->peer(), "obstacles.add",
+          {{"session", session->id()},
+           {"count", ids->size()},
+           {"first_id", ids->front()},
+           {"last_id", ids->back()}});
     return absl::OkStatus();
       });
 }
@@ -649,6 +689,8 @@ grpc::ServerUnaryReactor* SimulatorService::RemoveObstacle(grpc::CallbackServerC
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
     RETURN_IF_ERROR(session->RemoveObstacle(request->obstacle_id()));
     SimTimeToProto(session->Now(), response->mutable_time());
+    Audit(context->peer(), "obstacles.remove",
+          {{"session", session->id()}, {"obstacle", request->obstacle_id()}});
     return absl::OkStatus();
       });
 }
@@ -708,6 +750,12 @@ grpc::ServerUnaryReactor* SimulatorService::SetClock(grpc::CallbackServerContext
     response->set_real_time_factor(clock.real_time_factor);
     response->set_paused(clock.paused);
     response->set_barrier_timeout_s(clock.barrier_timeout_s);
+    Audit(context->peer(), "clock.set",
+          {{"session", session->id()},
+           {"clock_mode", v1::ClockMode_Name(response->clock_mode())},
+           {"real_time_factor", clock.real_time_factor},
+           {"paused", clock.paused ? "true" : "false"},
+           {"barrier_timeout_s", clock.barrier_timeout_s}});
     return absl::OkStatus();
       });
 }
@@ -783,8 +831,8 @@ std::shared_ptr<FrameEncoder> SimulatorService::EncoderFor(const session::Sessio
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SimulatorService::Drive(
-    grpc::CallbackServerContext* /*context*/) {
-  return DriveReactor::Start(sessions_);
+    grpc::CallbackServerContext* context) {
+  return DriveReactor::Start(sessions_, context->peer());
 }
 
 }  // namespace pitlane::api

@@ -1,6 +1,7 @@
 // The Simulator service through an in-process channel to a fully wired server.
 #include "server/api/simulator_service.h"
 
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -9,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -62,6 +64,27 @@ class SimulatorServiceTest : public ::testing::Test {
     const grpc::Status status = stub_->SpawnVehicle(Context().get(), request, &response);
     EXPECT_TRUE(status.ok()) << status.error_message();
     return response.vehicle_ids(0);
+  }
+
+  // A Drive stream attached to `vehicle`, its first observation read.
+  std::unique_ptr<grpc::ClientReaderWriter<v1::DriveRequest, v1::DriveResponse>> Drive(
+      grpc::ClientContext* context, const std::string& session_id, std::uint64_t vehicle) {
+    auto stream = stub_->Drive(context);
+    v1::DriveRequest attach;
+    attach.mutable_attach()->set_session_id(session_id);
+    attach.mutable_attach()->set_vehicle_id(vehicle);
+    EXPECT_TRUE(stream->Write(attach));
+    v1::DriveResponse observation;
+    EXPECT_TRUE(stream->Read(&observation));
+    return stream;
+  }
+
+  // A control answering the observation of tick 0.
+  static v1::DriveRequest Control() {
+    v1::DriveRequest control;
+    control.mutable_control()->set_tick(0);
+    control.mutable_control()->mutable_control()->set_acceleration_mps2(1.0);
+    return control;
   }
 
   grpc::Status Step(const std::string& session_id, std::uint32_t ticks,
@@ -620,6 +643,57 @@ TEST_F(SimulatorServiceTest, CancelledStreamUnsubscribes) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(session->subscriber_count(), 0u);
+}
+
+// A Drive control racing ResetSession: whichever comes first, the reset ending the stream or
+// the control finding its controller gone, the stream ends with NOT_FOUND naming vehicle_id,
+// a field path and a reason (it once ended "control.control.the controller was detached").
+// A control for a vehicle removed since the last observation: the session's NOT_FOUND
+// reaches the client as it is, not under the control's field path.
+TEST_F(SimulatorServiceTest, AControlForARemovedVehicleEndsTheStreamNamingVehicleId) {
+  const std::string id = CreateSession();
+  const std::uint64_t car = Spawn(id);
+  auto context = Context();
+  auto stream = Drive(context.get(), id, car);
+  v1::RemoveVehicleRequest remove;
+  remove.set_session_id(id);
+  remove.set_vehicle_id(car);
+  v1::RemoveVehicleResponse removed;
+  ASSERT_TRUE(stub_->RemoveVehicle(Context().get(), remove, &removed).ok());
+  // No tick since: the stream is still open, and the control finds the vehicle gone.
+  ASSERT_TRUE(stream->Write(Control()));
+  v1::DriveResponse observation;
+  while (stream->Read(&observation)) {
+  }
+  EXPECT_THAT(stream->Finish(),
+              StatusIs(grpc::StatusCode::NOT_FOUND,
+                       absl::StrCat("vehicle_id: vehicle ", car, " was removed")));
+}
+
+TEST_F(SimulatorServiceTest, AControlRacingAResetEndsTheStreamNamingVehicleId) {
+  const std::string id = CreateSession();
+  for (int round = 0; round < 20; ++round) {
+    auto context = Context();
+    auto stream = Drive(context.get(), id, Spawn(id));  // At tick 0: reset never steps.
+    std::atomic<bool> stop = false;
+    std::thread controls([&] {
+      // Until the stream ends (a write fails) or the reset is long done.
+      while (!stop && stream->Write(Control())) {
+      }
+    });
+    v1::ResetSessionRequest reset;
+    reset.set_session_id(id);
+    v1::ResetSessionResponse reset_response;
+    ASSERT_TRUE(stub_->ResetSession(Context().get(), reset, &reset_response).ok());
+    v1::DriveResponse observation;
+    while (stream->Read(&observation)) {
+    }
+    stop = true;
+    controls.join();
+    const grpc::Status status = stream->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << status.error_message();
+    EXPECT_THAT(status.error_message(), testing::StartsWith("vehicle_id: ")) << round;
+  }
 }
 
 }  // namespace

@@ -63,6 +63,25 @@ absl::Status CheckIdleTimeout(double timeout_s) {
                    ", ", kSessionIdleTimeoutMax_s, "] seconds, got ", timeout_s));
 }
 
+// Both in the widest range a session allows, and min <= max.
+absl::Status CheckBarrierTimeouts(double min_s, double max_s) {
+  for (const auto& [flag, value] : {std::pair<absl::string_view, double>{"min", min_s},
+                                    std::pair<absl::string_view, double>{"max", max_s}}) {
+    // NaN fails both comparisons.
+    if (!(value >= session::kMinBarrierTimeout_s && value <= session::kMaxBarrierTimeout_s)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, "_barrier_timeout_s: must be in [", session::kMinBarrierTimeout_s, ", ",
+          session::kMaxBarrierTimeout_s, "] seconds, got ", value));
+    }
+  }
+  if (min_s > max_s) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--min_barrier_timeout_s: must be at most --max_barrier_timeout_s (", max_s,
+                     "), got ", min_s));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckListenAddress(absl::string_view address) {
@@ -108,6 +127,7 @@ absl::StatusOr<StartupOptions> OptionsFromFlags(const FlagValues& flags, unsigne
   RETURN_IF_ERROR(
       CheckFlagRange("worker_threads", flags.worker_threads, kWorkerThreadsMin, kWorkerThreadsMax));
   RETURN_IF_ERROR(CheckIdleTimeout(flags.session_idle_timeout_s));
+  RETURN_IF_ERROR(CheckBarrierTimeouts(flags.min_barrier_timeout_s, flags.max_barrier_timeout_s));
 
   StartupOptions options;
   ASSIGN_OR_RETURN(options.log_level, LogLevelFromFlag(flags.log_level));
@@ -121,6 +141,8 @@ absl::StatusOr<StartupOptions> OptionsFromFlags(const FlagValues& flags, unsigne
       .max_ticks_per_step = static_cast<std::uint32_t>(flags.max_ticks_per_step),
       .max_contacts_per_tick = static_cast<std::uint32_t>(flags.max_contacts_per_tick),
       .session_idle_timeout_s = flags.session_idle_timeout_s,
+      .clock_limits = {.min_barrier_timeout_s = flags.min_barrier_timeout_s,
+                       .max_barrier_timeout_s = flags.max_barrier_timeout_s},
   };
   // At most 1024 MiB, so the shift stays below 2^31.
   server.max_receive_message_bytes = static_cast<int>(flags.max_receive_message_mib) << 20;

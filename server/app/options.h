@@ -34,6 +34,8 @@ inline constexpr std::int64_t kWorkerThreadsMax = 256;
 // calls of an ordinary client) and at most about 115 days.
 inline constexpr double kSessionIdleTimeoutMin_s = 1.0;
 inline constexpr double kSessionIdleTimeoutMax_s = 1e7;
+// --min_barrier_timeout_s and --max_barrier_timeout_s: each within the widest range a session
+// allows (session::kMinBarrierTimeout_s, kMaxBarrierTimeout_s), min <= max.
 
 // How log lines are written to stderr.
 enum class LogFormat {
@@ -56,6 +58,8 @@ struct FlagValues {
   std::string log_format = "text";
   std::int64_t worker_threads = 0;
   double session_idle_timeout_s = 3600.0;
+  double min_barrier_timeout_s = session::kMinBarrierTimeout_s;
+  double max_barrier_timeout_s = session::kMaxBarrierTimeout_s;
   std::string scenario;
   std::string scenario_dir;
 };

@@ -91,6 +91,40 @@ INSTANTIATE_TEST_SUITE_P(
          "--session_idle_timeout: must be 0 (never) or in [1, 1e+07] seconds, got nan"},
         {"IdleInfinite", [](FlagValues& f) { f.session_idle_timeout_s = kInf; }, false,
          "--session_idle_timeout: must be 0 (never) or in [1, 1e+07] seconds, got inf"},
+        {"BarrierTimeoutsNarrow",
+         [](FlagValues& f) {
+           f.min_barrier_timeout_s = 0.1;
+           f.max_barrier_timeout_s = 2.0;
+         },
+         true, ""},
+        {"BarrierTimeoutsOneValue",
+         [](FlagValues& f) {
+           f.min_barrier_timeout_s = 1.0;
+           f.max_barrier_timeout_s = 1.0;
+         },
+         true, ""},
+        {"BarrierTimeoutsWidest",
+         [](FlagValues& f) {
+           f.min_barrier_timeout_s = 0.001;
+           f.max_barrier_timeout_s = 60.0;
+         },
+         true, ""},
+        {"MinBarrierTimeoutTooShort", [](FlagValues& f) { f.min_barrier_timeout_s = 0.0005; },
+         false, "--min_barrier_timeout_s: must be in [0.001, 60] seconds, got 0.0005"},
+        {"MinBarrierTimeoutNaN", [](FlagValues& f) { f.min_barrier_timeout_s = kNaN; }, false,
+         "--min_barrier_timeout_s: must be in [0.001, 60] seconds, got nan"},
+        {"MaxBarrierTimeoutTooLong", [](FlagValues& f) { f.max_barrier_timeout_s = 61.0; },
+         false, "--max_barrier_timeout_s: must be in [0.001, 60] seconds, got 61"},
+        {"MaxBarrierTimeoutInfinite", [](FlagValues& f) { f.max_barrier_timeout_s = kInf; },
+         false, "--max_barrier_timeout_s: must be in [0.001, 60] seconds, got inf"},
+        {"MaxBarrierTimeoutZero", [](FlagValues& f) { f.max_barrier_timeout_s = 0.0; }, false,
+         "--max_barrier_timeout_s: must be in [0.001, 60] seconds, got 0"},
+        {"BarrierTimeoutsCrossed",
+         [](FlagValues& f) {
+           f.min_barrier_timeout_s = 5.0;
+           f.max_barrier_timeout_s = 2.0;
+         },
+         false, "--min_barrier_timeout_s: must be at most --max_barrier_timeout_s (2), got 5"},
         {"LogLevelDebug", [](FlagValues& f) { f.log_level = "debug"; }, true, ""},
         {"LogLevelOff", [](FlagValues& f) { f.log_level = "off"; }, true, ""},
         // spdlog's from_str turned any unknown name into "off": logging silently disappeared.
@@ -131,6 +165,8 @@ TEST(OptionsFromFlagsTest, ConvertsEveryFlag) {
   flags.log_format = "json";
   flags.worker_threads = 7;
   flags.session_idle_timeout_s = 60.0;
+  flags.min_barrier_timeout_s = 0.25;
+  flags.max_barrier_timeout_s = 4.0;
   flags.scenario = "demo";
   flags.scenario_dir = "/tmp/scenarios";
   absl::StatusOr<StartupOptions> options = OptionsFromFlags(flags, 4);
@@ -140,6 +176,8 @@ TEST(OptionsFromFlagsTest, ConvertsEveryFlag) {
   EXPECT_EQ(options->server.limits.max_vehicles_per_session, 40u);
   EXPECT_EQ(options->server.limits.max_ticks_per_step, 500u);
   EXPECT_EQ(options->server.limits.session_idle_timeout_s, 60.0);
+  EXPECT_EQ(options->server.limits.clock_limits.min_barrier_timeout_s, 0.25);
+  EXPECT_EQ(options->server.limits.clock_limits.max_barrier_timeout_s, 4.0);
   EXPECT_EQ(options->server.max_receive_message_bytes, 1024 << 20);
   EXPECT_EQ(options->server.worker_threads, 7);
   EXPECT_EQ(options->server.startup_scenario, "demo");

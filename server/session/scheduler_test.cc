@@ -1,6 +1,9 @@
 #include "server/session/scheduler.h"
 
 #include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -275,14 +278,93 @@ TEST(SessionClock, BadFactorsAreRejectedNamingTheField) {
   FakeClock clock;
   Scheduler scheduler(&clock, 0);
   auto session = MakeSession(&scheduler, {});
-  for (const double factor : {-1.0, 1000.5, std::nan("")}) {
+  // Below kMinRealTimeFactor (1e-12 used to be accepted, and its period overflowed: the clock
+  // ran flat out), above kMaxRealTimeFactor, negative, not a number.
+  for (const double factor : {-1.0, 1000.5, std::nan(""), 1e-12, kMinRealTimeFactor / 2,
+                              std::numeric_limits<double>::denorm_min()}) {
     const auto result = session->SetClock({.real_time_factor = factor});
-    EXPECT_THAT(result,
-                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("real_time_factor")));
+    EXPECT_THAT(result, StatusIs(absl::StatusCode::kInvalidArgument,
+                                 HasSubstr("real_time_factor: must be 0 (as fast as possible) "
+                                           "or in [1e-06, 1000], got ")))
+        << factor;
   }
   EXPECT_EQ(session->Describe(false).config.clock.real_time_factor, 1.0);
+  for (const double factor : {0.0, kMinRealTimeFactor, kMaxRealTimeFactor}) {
+    const auto result = session->SetClock({.real_time_factor = factor});
+    ASSERT_TRUE(result.ok()) << factor << " " << result.status();
+    EXPECT_EQ(result->real_time_factor, factor);
+  }
 }
 
+// The slowest clock accepted (the smallest factor at the lowest tick rate: a period of 1e6 s)
+// stands practically still, and its first tick comes exactly when it is due.
+TEST(SessionClock, TheSmallestFactorAtTheLowestRateTicksOncePerPeriod) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler,
+                             {.mode = ClockMode::kRealtime, .real_time_factor = kMinRealTimeFactor},
+                             sim::kMinTickRate_hz);
+  RunFor(clock, scheduler, 100 * kMs, 10'000 * kMs);
+  EXPECT_EQ(session->Now().tick, 0u);
+  const std::int64_t period_ns = 1'000'000'000'000'000;  // 1 s / 1e-6.
+  clock.Set(period_ns - kMs);
+  scheduler.RunDue();
+  EXPECT_EQ(session->Now().tick, 0u);
+  clock.Set(period_ns + kMs);
+  scheduler.RunDue();
+  EXPECT_EQ(session->Now().tick, 1u);
+  EXPECT_EQ(session->Describe(false).clock_stats.missed_deadlines, 0u);
+  EXPECT_EQ(scheduler.size(), 1u);  // Waiting for tick 2, a period on.
+}
+
+// Deadlines saturate instead of overflowing: a session whose next tick lies past the end of
+// the clock's range waits for ever (here: a clock 1 s from the largest int64), whatever the
+// factor and tick rate. (Before, anchor + period wrapped to a time long past, so the session
+// ran flat out; undefined behaviour that UBSan reports.)
+TEST(SessionClock, DeadlinesPastTheEndOfTheClockWaitForEver) {
+  constexpr std::int64_t kEnd_ns = std::numeric_limits<std::int64_t>::max();
+  struct Case {
+    double rate_hz;
+    double factor;
+  };
+  // Periods of 1e6 s, 20 s and 2 s: each next tick lies past the end.
+  for (const Case c :
+       {Case{sim::kMinTickRate_hz, kMinRealTimeFactor}, Case{50, 1e-3}, Case{1, 0.5}}) {
+    FakeClock clock;
+    clock.Set(kEnd_ns - 1000 * kMs);
+    Scheduler scheduler(&clock, 0);
+    auto session = MakeSession(
+        &scheduler, {.mode = ClockMode::kRealtime, .real_time_factor = c.factor}, c.rate_hz);
+    // Bounded runs: a session running flat out fails the test instead of hanging it.
+    for (int i = 0; i < 9; ++i) {
+      clock.Advance(100 * kMs);
+      scheduler.RunDue(/*max_runs=*/100);
+    }
+    EXPECT_EQ(session->Now().tick, 0u) << c.rate_hz << " Hz x " << c.factor;
+    // Resuming after a pause re-anchors there too.
+    ASSERT_TRUE(session->SetClock({.paused = true}).ok());
+    ASSERT_TRUE(session->SetClock({.paused = false}).ok());
+    clock.Advance(50 * kMs);
+    scheduler.RunDue(/*max_runs=*/100);
+    EXPECT_EQ(session->Now().tick, 0u) << c.rate_hz << " Hz x " << c.factor;
+  }
+}
+
+// The fastest clock accepted (the largest factor at the highest tick rate: 100 ns a tick)
+// keeps exact pace over many ticks: deadlines are anchor + k x period, never summed.
+TEST(SessionClock, TheLargestFactorAtTheHighestRateKeepsExactPace) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  auto session = MakeSession(&scheduler,
+                             {.mode = ClockMode::kRealtime, .real_time_factor = kMaxRealTimeFactor},
+                             sim::kMaxTickRate_hz);
+  for (int i = 0; i < 100'000; ++i) {
+    clock.Advance(100);
+    scheduler.RunDue();
+  }
+  EXPECT_EQ(session->Now().tick, 100'000u);
+  EXPECT_EQ(session->Describe(false).clock_stats.missed_deadlines, 0u);
+}
 
 // BARRIER: a tick runs as soon as every controller has answered the latest observation, or
 // once the timeout has passed since it was published; never with no controller attached.

@@ -4,6 +4,7 @@
 #include <exception>
 #include <new>
 #include <iterator>
+#include <limits>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -34,11 +35,39 @@ absl::StatusOr<sim::World> BuildWorld(const SessionConfig& config, sim::IdCounte
   return world;
 }
 
-absl::Status CheckClockSettings(const ClockSettings& settings) {
-  RETURN_IF_ERROR(
-      CheckInRange("real_time_factor", settings.real_time_factor, 0.0, kMaxRealTimeFactor));
-  return CheckInRange("barrier_timeout_s", settings.barrier_timeout_s, kMinBarrierTimeout_s,
-                      kMaxBarrierTimeout_s);
+absl::Status CheckClockSettings(const ClockSettings& settings, const ClockLimits& limits) {
+  const double factor = settings.real_time_factor;
+  // NaN fails both comparisons.
+  if (factor != 0.0 && !(factor >= kMinRealTimeFactor && factor <= kMaxRealTimeFactor)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("real_time_factor: must be 0 (as fast as possible) or in [",
+                     kMinRealTimeFactor, ", ", kMaxRealTimeFactor, "], got ", factor));
+  }
+  const double timeout_s = settings.barrier_timeout_s;
+  if (!(timeout_s >= limits.min_barrier_timeout_s && timeout_s <= limits.max_barrier_timeout_s)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "barrier_timeout_s: must be in [", limits.min_barrier_timeout_s, ", ",
+        limits.max_barrier_timeout_s,
+        "] seconds (this server's --min_barrier_timeout_s and --max_barrier_timeout_s), got ",
+        timeout_s));
+  }
+  return absl::OkStatus();
+}
+
+ClockSettings DefaultClock(const ClockLimits& limits) {
+  ClockSettings settings;
+  settings.barrier_timeout_s =
+      std::min(std::max(settings.barrier_timeout_s, limits.min_barrier_timeout_s),
+               limits.max_barrier_timeout_s);
+  return settings;
+}
+
+ClockSettings UpdatedClock(ClockSettings settings, const ClockUpdate& update) {
+  if (update.mode.has_value()) settings.mode = *update.mode;
+  if (update.real_time_factor.has_value()) settings.real_time_factor = *update.real_time_factor;
+  if (update.paused.has_value()) settings.paused = *update.paused;
+  if (update.barrier_timeout_s.has_value()) settings.barrier_timeout_s = *update.barrier_timeout_s;
+  return settings;
 }
 
 namespace {
@@ -49,13 +78,28 @@ const Clock* ProcessClock() {
   return clock;
 }
 
+// Deadlines that never come: what a deadline beyond the int64 range saturates to.
+constexpr std::int64_t kNever_ns = std::numeric_limits<std::int64_t>::max();
+
+// `from_ns` + `after_ns` (>= 0; a period times a tick count, or a timeout), saturated at
+// kNever_ns: exact while it fits, and no overflow (undefined behaviour) for any clock reading,
+// real_time_factor or tick count. NaN (which validated settings never give) counts as never.
+std::int64_t DeadlineAfter(std::int64_t from_ns, double after_ns) {
+  if (after_ns <= 0.0) return from_ns;
+  // 2^63: the first double past kNever_ns.
+  if (!(after_ns < 0x1p63)) return kNever_ns;
+  const auto after = static_cast<std::int64_t>(after_ns);
+  return from_ns > kNever_ns - after ? kNever_ns : from_ns + after;
+}
+
 }  // namespace
 
 Session::Session(std::string id, SessionConfig config, sim::World world,
-                 std::uint32_t max_ticks_per_step, Scheduler* scheduler)
+                 std::uint32_t max_ticks_per_step, Scheduler* scheduler, ClockLimits clock_limits)
     : id_(std::move(id)),
       config_(std::move(config)),
       max_ticks_per_step_(max_ticks_per_step),
+      clock_limits_(clock_limits),
       scheduler_(scheduler),
       clock_(scheduler != nullptr ? &scheduler->clock() : ProcessClock()),
       world_(std::move(world)),
@@ -63,14 +107,13 @@ Session::Session(std::string id, SessionConfig config, sim::World world,
 
 void Session::Start() {
   Touch();
-  std::int64_t now_ns = 0;
+  std::optional<std::int64_t> first_run_ns;
   {
     absl::MutexLock lock(&mu_);
-    if (!PacedLocked() || scheduler_ == nullptr) return;
-    now_ns = clock_->NowNanos();
-    AnchorLocked(now_ns);
+    if (scheduler_ == nullptr) return;
+    first_run_ns = RestartPacingLocked();
   }
-  scheduler_->Schedule(shared_from_this(), now_ns + static_cast<std::int64_t>(period_ns_));
+  if (first_run_ns.has_value()) scheduler_->Schedule(shared_from_this(), *first_run_ns);
 }
 
 void Session::Finish(AfterUnlock after) {
@@ -205,12 +248,8 @@ absl::StatusOr<SimTime> Session::SetControls(absl::Span<const sim::VehicleInput>
 }
 
 absl::StatusOr<ClockSettings> Session::MergeClockLocked(const ClockUpdate& update) const {
-  ClockSettings settings = clock_settings_;
-  if (update.mode.has_value()) settings.mode = *update.mode;
-  if (update.real_time_factor.has_value()) settings.real_time_factor = *update.real_time_factor;
-  if (update.paused.has_value()) settings.paused = *update.paused;
-  if (update.barrier_timeout_s.has_value()) settings.barrier_timeout_s = *update.barrier_timeout_s;
-  RETURN_IF_ERROR(CheckClockSettings(settings));
+  const ClockSettings settings = UpdatedClock(clock_settings_, update);
+  RETURN_IF_ERROR(CheckClockSettings(settings, clock_limits_));
   if (settings.mode != ClockMode::kLockstep && scheduler_ == nullptr) {
     return absl::FailedPreconditionError(
         "clock_mode: this server runs no scheduler; only LOCKSTEP is available");
@@ -401,7 +440,7 @@ std::optional<std::int64_t> Session::RestartPacingLocked() {
     // Every controller answered already: the tick runs now, not at the timeout.
     return BarrierReadyLocked() ? now_ns : barrier_deadline_ns_;
   }
-  return now_ns + static_cast<std::int64_t>(period_ns_);
+  return DeadlineLocked(world_.tick() + 1);
 }
 
 bool Session::PacedLocked() const {
@@ -411,16 +450,17 @@ bool Session::PacedLocked() const {
 void Session::AnchorLocked(std::int64_t now_ns) {
   anchor_tick_ = world_.tick();
   anchor_ns_ = now_ns;
-  barrier_deadline_ns_ =
-      now_ns + static_cast<std::int64_t>(clock_settings_.barrier_timeout_s * 1e9);
+  barrier_deadline_ns_ = DeadlineAfter(now_ns, clock_settings_.barrier_timeout_s * 1e9);
+  // At most 1e15 ns (see kMinRealTimeFactor).
   period_ns_ = clock_settings_.real_time_factor > 0.0
                    ? world_.params().dt_s / clock_settings_.real_time_factor * 1e9
                    : 0.0;
 }
 
 std::int64_t Session::DeadlineLocked(std::uint64_t tick) const {
-  return anchor_ns_ +
-         static_cast<std::int64_t>(static_cast<double>(tick - anchor_tick_) * period_ns_);
+  // Ticks before the anchor (none while paced) are due at the anchor.
+  const std::uint64_t since_anchor = tick > anchor_tick_ ? tick - anchor_tick_ : 0;
+  return DeadlineAfter(anchor_ns_, static_cast<double>(since_anchor) * period_ns_);
 }
 
 std::optional<std::int64_t> Session::RunScheduled(std::int64_t now_ns) {
@@ -509,8 +549,7 @@ std::optional<std::int64_t> Session::RunBarrierLocked(std::int64_t now_ns) {
   }
   ++paced_ticks_;
   TickLocked(nullptr);
-  barrier_deadline_ns_ =
-      now_ns + static_cast<std::int64_t>(clock_settings_.barrier_timeout_s * 1e9);
+  barrier_deadline_ns_ = DeadlineAfter(now_ns, clock_settings_.barrier_timeout_s * 1e9);
   return barrier_deadline_ns_;
 }
 
@@ -524,7 +563,7 @@ std::optional<std::int64_t> Session::RunRealtimeLocked(std::int64_t now_ns) {
   std::int64_t deadline = DeadlineLocked(next_tick);
   if (deadline > now_ns) return deadline;  // Woken early.
   const std::int64_t late_ns = now_ns - deadline;
-  if (late_ns > static_cast<std::int64_t>(period_ns_ * kMaxLagTicks)) {
+  if (static_cast<double>(late_ns) > period_ns_ * kMaxLagTicks) {
     // Too far behind to catch up without a burst: give up the backlog, pace from now.
     missed_deadlines_ += static_cast<std::uint64_t>(static_cast<double>(late_ns) / period_ns_);
     AnchorLocked(now_ns);
@@ -661,8 +700,8 @@ absl::Status Session::AttachController(sim::VehicleId vehicle, DisconnectAction 
     AddSubscriberLocked(std::move(subscriber), after);
     if (PacedLocked() && clock_settings_.mode == ClockMode::kBarrier && controllers_.size() == 1) {
       // The first controller: the barrier starts counting from its first observation.
-      barrier_deadline_ns_ = clock_->NowNanos() +
-                             static_cast<std::int64_t>(clock_settings_.barrier_timeout_s * 1e9);
+      barrier_deadline_ns_ =
+          DeadlineAfter(clock_->NowNanos(), clock_settings_.barrier_timeout_s * 1e9);
       after.schedule_at = barrier_deadline_ns_;
     }
     if (!steps_.empty()) after.schedule_at = clock_->NowNanos();  // Steps go first.

@@ -33,23 +33,42 @@
 
 namespace pitlane::session {
 
+// REALTIME: the range of real_time_factor above 0 (0 itself means as fast as possible). The
+// tick period is dt / factor; at the floor and the slowest tick rate (1 Hz) it is 1e6 s
+// (11.6 days) = 1e15 ns, far inside the 2^63 ns (292 years) of a deadline's int64: a session
+// that slow stands practically still, and its deadlines are computed exactly. (The deadline
+// arithmetic saturates as well, so no clock reading or tick count can overflow it.)
+inline constexpr double kMinRealTimeFactor = 1e-6;
 inline constexpr double kMaxRealTimeFactor = 1000.0;
+
+// BARRIER: the widest range of barrier_timeout_s, seconds; a server may narrow it
+// (ClockLimits).
+inline constexpr double kMinBarrierTimeout_s = 0.001;
+inline constexpr double kMaxBarrierTimeout_s = 60.0;
+inline constexpr double kDefaultBarrierTimeout_s = 0.5;
 
 // A session's clock as configured.
 struct ClockSettings {
   ClockMode mode = ClockMode::kLockstep;
-  // REALTIME: simulated seconds per wall-clock second, in [0, kMaxRealTimeFactor]; 0 = as
-  // fast as the workers can step it.
+  // REALTIME: simulated seconds per wall-clock second: 0 (as fast as the workers can step
+  // it) or in [kMinRealTimeFactor, kMaxRealTimeFactor].
   double real_time_factor = 1.0;
   // REALTIME and BARRIER: no ticks while paused (Step works then, to single-step).
   bool paused = false;
-  // BARRIER: the longest a tick waits for the controllers, seconds, in
-  // [kMinBarrierTimeout_s, kMaxBarrierTimeout_s].
-  double barrier_timeout_s = 0.5;
+  // BARRIER: the longest a tick waits for the controllers, seconds, in the server's
+  // ClockLimits range.
+  double barrier_timeout_s = kDefaultBarrierTimeout_s;
 };
 
-inline constexpr double kMinBarrierTimeout_s = 0.001;
-inline constexpr double kMaxBarrierTimeout_s = 60.0;
+// The server's bounds on its sessions' clocks (--min_barrier_timeout_s and
+// --max_barrier_timeout_s): so that one silent controller cannot hold a BARRIER race for
+// long, nor a tiny timeout make the session tick without waiting for anyone.
+struct ClockLimits {
+  // barrier_timeout_s must be in [min, max], seconds; both in [kMinBarrierTimeout_s,
+  // kMaxBarrierTimeout_s], min <= max.
+  double min_barrier_timeout_s = kMinBarrierTimeout_s;
+  double max_barrier_timeout_s = kMaxBarrierTimeout_s;
+};
 
 // How a control from a controller was taken.
 enum class ControlReceipt {
@@ -102,8 +121,16 @@ struct SessionConfig {
 absl::StatusOr<sim::World> BuildWorld(const SessionConfig& config,
                                       sim::IdCounters first_ids = {});
 
-// Checks `settings` (real_time_factor in range). InvalidArgument naming the field.
-absl::Status CheckClockSettings(const ClockSettings& settings);
+// Checks `settings`: real_time_factor 0 or in [kMinRealTimeFactor, kMaxRealTimeFactor],
+// barrier_timeout_s in `limits`' range. InvalidArgument naming the field and its range
+// ("barrier_timeout_s: must be in [0.1, 5] seconds (this server's --min_barrier_timeout_s
+// and --max_barrier_timeout_s), got 10").
+absl::Status CheckClockSettings(const ClockSettings& settings, const ClockLimits& limits = {});
+// A new session's clock before a client's settings: the defaults, with the default
+// barrier_timeout_s moved into `limits`' range.
+ClockSettings DefaultClock(const ClockLimits& limits);
+// `update`'s fields that are set, over `settings`. Unchecked.
+ClockSettings UpdatedClock(ClockSettings settings, const ClockUpdate& update);
 
 // What Step returns.
 struct StepResult {
@@ -164,8 +191,9 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // `config` must already be validated: `world` is BuildWorld(config). `scheduler` runs the
   // session's ticks; it must outlive the session (null: only the synchronous Step and the
   // commands work). Call Start() once the session is owned by a shared_ptr.
-  Session(std::string id, SessionConfig config, sim::World world,
-          std::uint32_t max_ticks_per_step, Scheduler* scheduler = nullptr);
+  // `clock_limits` bound what SetClock accepts (config.clock must be within them).
+  Session(std::string id, SessionConfig config, sim::World world, std::uint32_t max_ticks_per_step,
+          Scheduler* scheduler = nullptr, ClockLimits clock_limits = {});
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
@@ -370,6 +398,7 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   const std::string id_;
   const SessionConfig config_;
   const std::uint32_t max_ticks_per_step_;
+  const ClockLimits clock_limits_;
   Scheduler* const scheduler_;
   const Clock* const clock_;
 

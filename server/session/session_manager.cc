@@ -7,7 +7,9 @@
 
 #include "absl/base/macros.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/session/random_id.h"
+#include "server/util/echo.h"
 #include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -48,18 +50,23 @@ SessionManager::~SessionManager() {
 
 int SessionManager::ReapIdle(std::int64_t now_ns) {
   const auto timeout_ns = static_cast<std::int64_t>(limits_.session_idle_timeout_s * 1e9);
-  int reaped = 0;
+  std::vector<std::string> reaped;
   for (const std::shared_ptr<Session>& session : List()) {
     if (session->kept() || session->subscriber_count() > 0) continue;  // Kept, or watched.
     const std::int64_t idle_ns = now_ns - session->last_activity_ns();
     if (idle_ns <= timeout_ns) continue;
-    if (Delete(session->id()).ok()) {
-      ++reaped;
-      spdlog::info("session {} reaped after {:.0f} s without a call or a stream", session->id(),
-                   static_cast<double>(idle_ns) * 1e-9);
-    }
+    if (Delete(session->id()).ok()) reaped.push_back(session->id());
   }
-  return reaped;
+  if (!reaped.empty()) {
+    // One line per run however many were reaped: clients decide how many sessions idle.
+    constexpr std::size_t kNamed = 8;
+    const std::size_t named = std::min(reaped.size(), kNamed);
+    spdlog::info(
+        "{} session(s) reaped after more than {} s without a call or a stream: {}{}", reaped.size(),
+        limits_.session_idle_timeout_s, absl::StrJoin(reaped.begin(), reaped.begin() + named, ", "),
+        reaped.size() > named ? absl::StrCat(" and ", reaped.size() - named, " more") : "");
+  }
+  return static_cast<int>(reaped.size());
 }
 
 void SessionManager::Shutdown(const absl::Status& reason) {
@@ -92,7 +99,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
                 .max_contacts = limits_.max_contacts_per_tick,
                 .collision_policy = request.collision_policy,
                 .bounds = request.bounds},
-      .clock = request.clock,
+      .clock = UpdatedClock(DefaultClock(limits_.clock_limits), request.clock),
       .obstacles = request.obstacles,
       .vehicles = request.vehicles,
       .spawn_points = request.spawn_points,
@@ -101,7 +108,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
     config.world.routes.push_back(route.route);
     config.route_names.push_back(route.name);
   }
-  RETURN_IF_ERROR(CheckClockSettings(config.clock));
+  RETURN_IF_ERROR(CheckClockSettings(config.clock, limits_.clock_limits));
   if (config.clock.mode != ClockMode::kLockstep && scheduler_ == nullptr) {
     return absl::FailedPreconditionError(
         "clock_mode: this server runs no scheduler; only LOCKSTEP is available");
@@ -109,9 +116,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
   ASSIGN_OR_RETURN(sim::World world, BuildWorld(config));
   ASSIGN_OR_RETURN(std::string id, NewSessionId());
 
-  const double tick_rate_hz = config.world.tick_rate_hz;
   std::shared_ptr<Session> session;
-  std::size_t open_sessions = 0;
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return absl::UnavailableError("the server is shutting down");
@@ -124,7 +129,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
     // a big session's memory must not stay with the process after it is deleted.
     session = std::shared_ptr<Session>(
         new Session(id, std::move(config), std::move(world), limits_.max_ticks_per_step,
-                    scheduler_),
+                    scheduler_, limits_.clock_limits),
         [](Session* gone) {
           delete gone;
           malloc_trim(0);
@@ -133,22 +138,24 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
     [[maybe_unused]] const bool inserted = sessions_.emplace(std::move(id), session).second;
     ABSL_ASSERT(inserted);
     order_.push_back(session);
-    open_sessions = sessions_.size();
   }
   session->Start();
-  spdlog::info("session {} created (name \"{}\", {} Hz, seed {}, max {} vehicles); {} open",
-               session->id(), request.name, tick_rate_hz, request.seed, max_vehicles,
-               open_sessions);
   return session;
 }
+
+namespace {
+
+absl::Status NoSuchSession(absl::string_view id) {
+  return absl::NotFoundError(absl::StrCat("session_id: no session \"", Echo(id), "\""));
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(absl::string_view id) const {
   if (id.empty()) return absl::InvalidArgumentError("session_id: required");
   absl::MutexLock lock(&mu_);
   const auto it = sessions_.find(id);
-  if (it == sessions_.end()) {
-    return absl::NotFoundError(absl::StrCat("session_id: no session \"", id, "\""));
-  }
+  if (it == sessions_.end()) return NoSuchSession(id);
   it->second->Touch();
   return it->second;
 }
@@ -158,14 +165,10 @@ absl::StatusOr<SimTime> SessionManager::Delete(absl::string_view id) {
   {
     absl::MutexLock lock(&mu_);
     // Another Delete may have won the race since Find.
-    if (sessions_.erase(id) == 0) {
-      return absl::NotFoundError(absl::StrCat("session_id: no session \"", id, "\""));
-    }
+    if (sessions_.erase(id) == 0) return NoSuchSession(id);
     std::erase(order_, session);
   }
-  const SimTime final_time = session->Close();
-  spdlog::info("session {} deleted at tick {}; {} open", session->id(), final_time.tick, size());
-  return final_time;
+  return session->Close();
 }
 
 std::vector<std::shared_ptr<Session>> SessionManager::List() const {

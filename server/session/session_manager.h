@@ -26,6 +26,8 @@ struct ServerLimits {
   std::uint32_t max_contacts_per_tick = sim::kDefaultMaxContactsPerTick;
   // A session with no client call and no stream for this long is deleted, seconds; 0 = never.
   double session_idle_timeout_s = 0.0;
+  // Every session's clock must stay within these (CreateSession and SetClock).
+  ClockLimits clock_limits;
 };
 
 // A session's config as the client gave it; unset optional fields take the server's
@@ -35,7 +37,8 @@ struct SessionRequest {
   std::optional<double> tick_rate_hz;           // Default 50 Hz.
   std::uint64_t seed = 0;
   std::optional<std::uint32_t> max_vehicles;    // Default max_vehicles_per_session.
-  ClockSettings clock;
+  // Unset fields take DefaultClock(ServerLimits::clock_limits).
+  ClockUpdate clock;
   sim::CollisionPolicy collision_policy = sim::CollisionPolicy::kReport;
   std::optional<sim::WorldBounds> bounds;      // No walls when unset.
   std::vector<sim::ObstacleSpec> obstacles;    // Placed at tick 0.
@@ -59,11 +62,12 @@ class SessionManager {
 
   // The new session's id is unguessable (NewSessionId): "s-" and 26 base32 characters.
   // Errors: InvalidArgument naming the field ("tick_rate_hz", "max_vehicles", "name",
-  // "bounds.max_x_m", "obstacles[2].length_m");
+  // "real_time_factor", "barrier_timeout_s", "bounds.max_x_m", "obstacles[2].length_m");
   // ResourceExhausted when max_sessions sessions exist; Internal if the OS gives no randomness.
   absl::StatusOr<std::shared_ptr<Session>> Create(const SessionRequest& request);
-  // NotFound ("session_id") for an unknown id; InvalidArgument for an empty one. Counts as
-  // activity of the session (see ReapIdle).
+  // NotFound ("session_id", with the id cut to kEchoMaxBytes and escaped: see Echo) for an
+  // unknown id; InvalidArgument for an empty one. Counts as activity of the session (see
+  // ReapIdle).
   absl::StatusOr<std::shared_ptr<Session>> Find(absl::string_view id) const;
   // Removes and closes a session; returns its final time. Errors as Find.
   absl::StatusOr<SimTime> Delete(absl::string_view id);
@@ -73,8 +77,8 @@ class SessionManager {
 
   // Deletes the sessions that had no client call and no stream for longer than the idle
   // timeout, as of `now_ns` on the scheduler's clock, except kept ones (Session::Keep).
-  // Returns how many. (A job on the scheduler calls it every timeout / 10, at least every
-  // second.)
+  // Returns how many, and logs one line naming them if any. (A job on the scheduler calls it
+  // every timeout / 10, at least every second: at most 10 such lines a second.)
   int ReapIdle(std::int64_t now_ns);
   // The server is stopping: new sessions are refused (Unavailable) and every session closes,
   // its streams ending with `reason`.

@@ -57,6 +57,58 @@ TEST(SessionManager, RejectsBadConfigsNamingTheField) {
   EXPECT_EQ(sessions.size(), 0u);
 }
 
+// --min_barrier_timeout_s and --max_barrier_timeout_s: every session's barrier_timeout_s,
+// at creation and in SetClock, stays in the server's range; the default moves into it.
+TEST(SessionManager, BarrierTimeoutsStayInTheServersRange) {
+  SessionManager sessions(
+      {.clock_limits = {.min_barrier_timeout_s = 1.0, .max_barrier_timeout_s = 2.0}});
+  const auto defaulted = sessions.Create({});
+  ASSERT_TRUE(defaulted.ok()) << defaulted.status();
+  EXPECT_EQ((*defaulted)->Describe(false).config.clock.barrier_timeout_s, 1.0);  // Not 0.5.
+  const std::string range =
+      "barrier_timeout_s: must be in [1, 2] seconds (this server's --min_barrier_timeout_s and "
+      "--max_barrier_timeout_s), got ";
+  for (const double timeout_s :
+       {0.5, 0.999, 2.001, 0.001, 60.0, std::numeric_limits<double>::quiet_NaN()}) {
+    EXPECT_THAT(sessions.Create({.clock = {.barrier_timeout_s = timeout_s}}),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(range)))
+        << timeout_s;
+    EXPECT_THAT((*defaulted)->SetClock({.barrier_timeout_s = timeout_s}),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(range)))
+        << timeout_s;
+  }
+  EXPECT_EQ(sessions.size(), 1u);
+  EXPECT_EQ((*defaulted)->Describe(false).config.clock.barrier_timeout_s, 1.0);  // Unchanged.
+  for (const double timeout_s : {1.0, 1.5, 2.0}) {
+    const auto created = sessions.Create({.clock = {.barrier_timeout_s = timeout_s}});
+    ASSERT_TRUE(created.ok()) << created.status();
+    EXPECT_EQ((*created)->Describe(false).config.clock.barrier_timeout_s, timeout_s);
+    ASSERT_TRUE(sessions.Delete((*created)->id()).ok());
+    const auto set = (*defaulted)->SetClock({.barrier_timeout_s = timeout_s});
+    ASSERT_TRUE(set.ok()) << set.status();
+    EXPECT_EQ(set->barrier_timeout_s, timeout_s);
+  }
+  // The default range is the widest a session allows.
+  SessionManager widest({});
+  EXPECT_EQ((*widest.Create({}))->Describe(false).config.clock.barrier_timeout_s,
+            kDefaultBarrierTimeout_s);
+  EXPECT_TRUE(widest.Create({.clock = {.barrier_timeout_s = kMinBarrierTimeout_s}}).ok());
+  EXPECT_TRUE(widest.Create({.clock = {.barrier_timeout_s = kMaxBarrierTimeout_s}}).ok());
+}
+
+// A client's id is echoed short and on one line: a 1 MiB session_id must not make a 1 MiB
+// status message.
+TEST(SessionManager, UnknownIdsAreEchoedCutAndEscaped) {
+  SessionManager sessions({});
+  const std::string huge(1 << 20, 'x');
+  const std::string cut = "session_id: no session \"" + std::string(64, 'x') + "...\"";
+  EXPECT_THAT(sessions.Find(huge), StatusIs(absl::StatusCode::kNotFound, cut));
+  EXPECT_THAT(sessions.Delete(huge), StatusIs(absl::StatusCode::kNotFound, cut));
+  EXPECT_THAT(sessions.Find("s-\"x\"\nINFO forged"),
+              StatusIs(absl::StatusCode::kNotFound,
+                       "session_id: no session \"s-\\\"x\\\"\\nINFO forged\""));
+}
+
 TEST(SessionManager, EnforcesTheSessionLimit) {
   SessionManager sessions({.max_sessions = 2});
   ASSERT_TRUE(sessions.Create({}).ok());

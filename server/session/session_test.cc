@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -182,6 +183,44 @@ TEST(Session, EventsBeyondTheCapAreCounted) {
 
 // A reset rebuilds the world from the config and continues the old world's id counters, so a
 // stale id from before the reset is NotFound instead of naming a car of the new world.
+// Once a controller or its vehicle is gone, its controls are NotFound naming the field that
+// attached it (vehicle_id, or session_id once the session is closed): the Drive stream passes
+// these on as they are, never under its control's field path.
+TEST(Session, ControlsOfAControllerThatIsGoneAreNotFoundNamingTheField) {
+  auto session = MakeSession();
+  sim::VehicleInput input;
+  input.acceleration_mps2 = 1.0;
+  const auto attach = [&](sim::VehicleId vehicle) {
+    auto [transport, subscriber] = RecordingTransport::Make(session->clock());
+    EXPECT_TRUE(
+        session->AttachController(vehicle, DisconnectAction::kHoldControls, subscriber).ok());
+    return subscriber;
+  };
+  const auto first = session->SpawnVehicles({sim::VehicleSpec{}});
+  ASSERT_TRUE(first.ok());
+  const std::shared_ptr<Subscriber> reset_away = attach((*first)[0]);
+  ASSERT_TRUE(session->ApplyControl(reset_away.get(), 0, input).ok());
+  ASSERT_TRUE(session->Reset().ok());
+  EXPECT_THAT(session->ApplyControl(reset_away.get(), 0, input),
+              StatusIs(absl::StatusCode::kNotFound,
+                       "vehicle_id: the controller was detached from its vehicle"));
+
+  const auto second = session->SpawnVehicles({sim::VehicleSpec{}});
+  ASSERT_TRUE(second.ok());
+  const std::shared_ptr<Subscriber> removed = attach((*second)[0]);
+  ASSERT_TRUE(session->RemoveVehicle((*second)[0]).ok());
+  EXPECT_THAT(session->ApplyControl(removed.get(), 0, input),
+              StatusIs(absl::StatusCode::kNotFound,
+                       absl::StrCat("vehicle_id: vehicle ", (*second)[0], " was removed")));
+
+  const auto third = session->SpawnVehicles({sim::VehicleSpec{}});
+  ASSERT_TRUE(third.ok());
+  const std::shared_ptr<Subscriber> closed = attach((*third)[0]);
+  session->Close();
+  EXPECT_THAT(session->ApplyControl(closed.get(), 0, input),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("session_id: ")));
+}
+
 TEST(BuildWorld, ContinuesTheIdsOfTheWorldItReplaces) {
   const SessionConfig config{.world = {.tick_rate_hz = 50, .max_vehicles = 10},
                              .obstacles = {{.center_x_m = 50}},

@@ -6,6 +6,7 @@ disconnects (brake to a stop, or hold), and the ends of a stream (vehicle remove
 session deleted).
 """
 
+import re
 import threading
 import time
 
@@ -48,8 +49,9 @@ def test_late_stale_duplicate_and_future_controls(client, new_session):
     with client.drive(sid, car) as driver:
         driver.observe()
         client.step(sid, 2)
-        driver.observe()
-        driver.observe()  # Tick 2.
+        # Up to tick 2 (tick 1's observation may be skipped: latest wins).
+        while driver.observe().time.tick < 2:
+            pass
         driver.send(1, acceleration_mps2=1.0)   # Late: answers tick 1, applied.
         driver.send(0, acceleration_mps2=-3.0)  # Stale: older than tick 1, dropped.
         driver.send(2, acceleration_mps2=2.0)   # On time.
@@ -206,6 +208,42 @@ def test_removing_the_vehicle_ends_its_stream_with_not_found(client, new_session
             driver.observe()
         assert info.value.code() == grpc.StatusCode.NOT_FOUND
         assert "removed" in info.value.details()
+
+
+# "<field path>: <reason>", e.g. "vehicle_id: vehicle 3 was removed".
+_FIELD_PATH_AND_REASON = re.compile(r"^[a-z_]+(\[\d+\])?(\.[a-z_]+(\[\d+\])?)*: \S")
+
+
+def test_controls_racing_a_reset_end_the_stream_naming_vehicle_id(client, new_session):
+    """A controller sending controls as fast as it can while the session is reset: its
+    stream ends with NOT_FOUND naming vehicle_id, whether the reset or a control found the
+    controller gone first (it once ended "control.control.the controller was detached")."""
+    sid = new_session()
+    for _ in range(10):
+        car = client.spawn_vehicle(sid)
+        driver = client.drive(sid, car)
+        tick = driver.observe().time.tick
+        stop = threading.Event()
+
+        def flood():
+            while not stop.is_set():
+                driver.send(tick, acceleration_mps2=1.0)
+                time.sleep(0.0002)
+
+        sender = threading.Thread(target=flood)
+        sender.start()
+        time.sleep(0.02)
+        client.reset_session(sid)
+        with pytest.raises(grpc.RpcError) as info:
+            while True:
+                driver.observe()
+        stop.set()
+        sender.join()
+        driver.close()
+        details = info.value.details()
+        assert info.value.code() == grpc.StatusCode.NOT_FOUND, details
+        assert _FIELD_PATH_AND_REASON.match(details), details
+        assert details.startswith("vehicle_id: "), details
 
 
 def test_deleting_the_session_ends_its_streams(client):

@@ -6,10 +6,11 @@ Exit codes: 2 for a bad command line, 1 when valid flags cannot start the server
 import json
 import subprocess
 
+import grpc
 import pitlane
 import pytest
 
-from conftest import SERVER, ServerProcess, running_server
+from conftest import SERVER, ServerProcess, assert_rpc_error, running_server
 
 # A server that wrongly accepts its flags would listen until killed; the timeout catches it.
 _RUN_TIMEOUT_S = 20.0
@@ -36,6 +37,11 @@ def _run(*args):
         ("--session_idle_timeout=-1", "--session_idle_timeout: must be 0 (never) or in"),
         ("--session_idle_timeout=nan", "--session_idle_timeout: must be 0 (never) or in"),
         ("--listen=127.0.0.1", "--listen: must be host:port"),
+        ("--min_barrier_timeout_s=0", "--min_barrier_timeout_s: must be in [0.001, 60] seconds"),
+        ("--max_barrier_timeout_s=61", "--max_barrier_timeout_s: must be in [0.001, 60] seconds"),
+        ("--max_barrier_timeout_s=nan", "--max_barrier_timeout_s: must be in [0.001, 60]"),
+        # The floor above the default ceiling (60).
+        ("--min_barrier_timeout_s=90", "--min_barrier_timeout_s: must be in [0.001, 60]"),
         # Refused by Abseil's parser; still exit 2, pointing at --help.
         ("--max_sessions=many", "max_sessions"),
         ("--no_such_flag=1", "no_such_flag"),
@@ -49,13 +55,48 @@ def test_bad_flag_exits_2_naming_the_flag(flag, message):
     assert "listening" not in result.stdout
 
 
+def test_a_barrier_timeout_floor_above_the_ceiling_exits_2():
+    result = _run("--listen=127.0.0.1:0", "--min_barrier_timeout_s=5",
+                  "--max_barrier_timeout_s=2")
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert ("--min_barrier_timeout_s: must be at most --max_barrier_timeout_s (2), got 5"
+            in result.stderr), result.stderr
+
+
+def test_every_barrier_timeout_stays_in_the_servers_range():
+    with running_server("--min_barrier_timeout_s=0.1", "--max_barrier_timeout_s=2") as server:
+        with pitlane.Client(server.address, timeout_s=10.0) as client:
+            rule = ("barrier_timeout_s: must be in [0.1, 2] seconds (this server's "
+                    "--min_barrier_timeout_s and --max_barrier_timeout_s), got ")
+            for timeout_s in (0.05, 2.5, 60.0):
+                assert_rpc_error(lambda: client.create_session(clock_mode="barrier",
+                                                               barrier_timeout_s=timeout_s),
+                                 grpc.StatusCode.INVALID_ARGUMENT, "config." + rule)
+            assert client.list_sessions() == []  # Nothing was created.
+            # Unset: the default, 0.5 s, is in the range.
+            sid = client.create_session(clock_mode="barrier").session_id
+            assert client.get_session(sid).config.barrier_timeout_s == 0.5
+            for timeout_s in (0.05, 2.5):
+                assert_rpc_error(lambda: client.set_clock(sid, barrier_timeout_s=timeout_s),
+                                 grpc.StatusCode.INVALID_ARGUMENT, rule)
+            assert client.get_session(sid).config.barrier_timeout_s == 0.5  # Unchanged.
+            assert client.set_clock(sid, barrier_timeout_s=2.0).barrier_timeout_s == 2.0
+            assert client.set_clock(sid, barrier_timeout_s=0.1).barrier_timeout_s == 0.1
+    # A floor above the default: sessions that leave it unset get the floor.
+    with running_server("--min_barrier_timeout_s=1", "--max_barrier_timeout_s=3") as server:
+        with pitlane.Client(server.address, timeout_s=10.0) as client:
+            sid = client.create_session(clock_mode="barrier").session_id
+            assert client.get_session(sid).config.barrier_timeout_s == 1.0
+
+
 def test_help_lists_our_flags_and_exits_0():
     result = _run("--help")
     assert result.returncode == 0, result.stderr
     assert "No flags matched" not in result.stdout
     for flag in ("listen", "max_sessions", "max_vehicles_per_session", "max_ticks_per_step",
                  "max_receive_message_mib", "log_level", "log_format", "worker_threads",
-                 "session_idle_timeout", "scenario", "scenario_dir"):
+                 "session_idle_timeout", "min_barrier_timeout_s", "max_barrier_timeout_s",
+                 "scenario", "scenario_dir"):
         assert f"--{flag} (default " in result.stdout, (flag, result.stdout)
     assert "1..1024" in result.stdout  # Ranges are part of the help.
 
@@ -81,8 +122,10 @@ def test_busy_port_is_an_error_and_the_first_server_still_serves():
 
 def test_json_log_lines_all_parse():
     # A session name with quotes, a backslash, a newline, control characters and non-ASCII:
-    # the server logs it when the session is created.
+    # the server's audit line of the creation names it (C-escaped, see test_audit.py).
     name = 'a "quoted" \\ name\nwith\ttabs \x01\x1b[31m caf\u00e9 \U0001F697'
+    escaped = ('a \\"quoted\\" \\\\ name\\nwith\\ttabs \\x01\\x1b[31m caf\\xc3\\xa9 '
+               '\\xf0\\x9f\\x9a\\x97')
     server = ServerProcess("--log_format=json", "--log_level=debug")
     try:
         with pitlane.Client(server.address, timeout_s=10.0) as client:
@@ -100,5 +143,5 @@ def test_json_log_lines_all_parse():
         records.append(record)
     messages = [r["message"] for r in records]
     assert any(m.startswith("server started") for m in messages), messages
-    assert any(name in m for m in messages), messages  # The name survives escaping intact.
+    assert any(f'name="{escaped}"' in m for m in messages), messages
     assert messages[-1] == "server stopped"

@@ -104,6 +104,39 @@ def test_bad_clock_changes_are_rejected(client, new_session):
     assert client.get_session(sid).config.clock_mode == pitlane.pb.CLOCK_MODE_LOCKSTEP
 
 
+# The real-time factor is 0 (flat out) or in [1e-6, 1000]. 1e-12 used to be accepted: its
+# tick period, dt / factor, overflowed the deadline arithmetic and the clock ran flat out
+# (millions of ticks a second) instead of standing still.
+TOO_SMALL_FACTORS = [1e-12, 5e-7, 5e-324]
+
+
+@pytest.mark.parametrize("factor", TOO_SMALL_FACTORS)
+def test_factors_below_the_floor_are_refused_naming_the_rule(client, new_session, factor):
+    rule = "real_time_factor: must be 0 (as fast as possible) or in [1e-06, 1000], got "
+    assert_rpc_error(lambda: client.create_session(clock_mode="realtime",
+                                                   real_time_factor=factor),
+                     grpc.StatusCode.INVALID_ARGUMENT, "config." + rule)
+    sid = new_session(clock_mode="realtime", tick_rate_hz=50.0)
+    assert_rpc_error(lambda: client.set_clock(sid, real_time_factor=factor),
+                     grpc.StatusCode.INVALID_ARGUMENT, rule)
+    assert client.get_session(sid).config.real_time_factor == 1.0  # Unchanged.
+
+
+def test_the_smallest_factor_stands_practically_still(client, new_session):
+    # 50 Hz x 1e-6: one tick every 20,000 s.
+    sid = new_session(clock_mode="realtime", tick_rate_hz=50.0, real_time_factor=1e-6)
+    running = new_session(clock_mode="realtime", tick_rate_hz=50.0)
+    time.sleep(0.2)
+    client.set_clock(running, real_time_factor=1e-6)  # Slowed down live, from a running clock.
+    k0 = tick(client, running)
+    time.sleep(1.0)
+    assert tick(client, sid) == 0
+    assert tick(client, running) - k0 <= 1  # A tick due as the change came may still run.
+    info = client.get_session(sid)
+    assert info.config.real_time_factor == 1e-6
+    assert info.clock_stats.paced_ticks == 0
+
+
 @pytest.fixture(scope="module")
 def big_client():
     """A client of a server of its own, whose sessions may hold 1,000 vehicles."""

@@ -6,6 +6,8 @@ own checks cannot hide what the server does.
 
 import grpc
 import pytest
+from pitlane.v1 import simulator_pb2 as pb
+from pitlane.v1 import simulator_pb2_grpc as pb_grpc
 
 from conftest import running_server
 
@@ -67,3 +69,48 @@ def test_invalid_utf8_names_the_field_and_writes_no_log_line(quiet_server):
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert info.value.details() == "request: pitlane.v1.VehicleSpec.name is not valid UTF-8"
     assert server.output[lines_before:] == []
+
+
+# A 1 MiB session_id once came back whole in the NOT_FOUND message: a 1 MiB status that a
+# client with default metadata limits sees as RESOURCE_EXHAUSTED instead.
+HUGE_ID = "x" * (1 << 20)
+
+
+def _huge_id_calls(stub):
+    """Each method that looks a session up, called with HUGE_ID."""
+    return {
+        "GetSession": lambda: stub.GetSession(pb.GetSessionRequest(session_id=HUGE_ID),
+                                              timeout=5.0),
+        "DeleteSession": lambda: stub.DeleteSession(pb.DeleteSessionRequest(session_id=HUGE_ID),
+                                                    timeout=5.0),
+        "Step": lambda: stub.Step(pb.StepRequest(session_id=HUGE_ID, ticks=1), timeout=5.0),
+        "StreamStates": lambda: next(
+            stub.StreamStates(pb.StreamStatesRequest(session_id=HUGE_ID), timeout=5.0)),
+        "Drive": lambda: next(stub.Drive(
+            iter([pb.DriveRequest(attach=pb.DriveAttach(session_id=HUGE_ID, vehicle_id=1))]),
+            timeout=5.0)),
+    }
+
+
+@pytest.mark.parametrize("method, field", [
+    ("GetSession", "session_id"), ("DeleteSession", "session_id"), ("Step", "session_id"),
+    ("StreamStates", "session_id"), ("Drive", "attach.session_id"),
+])
+def test_a_huge_session_id_is_not_found_with_a_short_message(quiet_server, method, field):
+    server, channel = quiet_server
+    lines_before = len(server.output)
+    with pytest.raises(grpc.RpcError) as info:
+        _huge_id_calls(pb_grpc.SimulatorStub(channel))[method]()
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND, info.value.details()[:200]
+    # The id cut to 64 bytes, and said so.
+    assert info.value.details() == f'{field}: no session "{"x" * 64}..."'
+    assert server.output[lines_before:] == []
+
+
+def test_an_echoed_id_is_escaped(quiet_server):
+    _, channel = quiet_server
+    stub = pb_grpc.SimulatorStub(channel)
+    with pytest.raises(grpc.RpcError) as info:
+        stub.GetSession(pb.GetSessionRequest(session_id='s-"1"\n\\\x07\u00e9'), timeout=5.0)
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
+    assert info.value.details() == 'session_id: no session "s-\\"1\\"\\n\\\\\\x07\\xc3\\xa9"'

@@ -402,11 +402,12 @@ class Client:
                 attached controller, see ``drive``); None: the scenario's,
                 or "lockstep".
             real_time_factor: realtime: simulated seconds per wall-clock
-                second, in [0, 1000] (0: as fast as possible); None: 1.
+                second, 0 (as fast as possible) or in [1e-6, 1000]; None: 1.
             paused: realtime and barrier: create it paused (see
                 ``set_clock``).
             barrier_timeout_s: barrier: the longest a tick waits for the
-                controllers, seconds; None: 0.5.
+                controllers, seconds, within the server's range (at most
+                [0.001, 60]); None: 0.5, or the nearest end of that range.
             scenario: Start from a scenario ("demo", "oval-race", ...; see
                 docs/scenarios.md): its tracks, obstacles and AI cars, with the
                 other arguments applied over it (those left at their defaults
@@ -466,12 +467,12 @@ class Client:
         Args:
             session_id: The session.
             clock_mode: "lockstep", "realtime" or "barrier".
-            real_time_factor: Simulated seconds per wall-clock second, in
-                [0, 1000]; 0: as fast as possible.
+            real_time_factor: Simulated seconds per wall-clock second, 0
+                (as fast as possible) or in [1e-6, 1000].
             paused: True pauses a realtime or barrier session (``step`` then
                 works); False resumes it, pacing from now.
             barrier_timeout_s: barrier: the longest a tick waits for the
-                controllers, seconds.
+                controllers, seconds, within the server's range.
 
         Returns:
             The response: the time of the change and the clock in effect.
