@@ -496,10 +496,12 @@ void Session::Fail(std::exception_ptr failure) {
 std::optional<std::int64_t> Session::RunScheduledUnguarded(std::int64_t now_ns) {
   AfterUnlock after;
   std::optional<std::int64_t> next;
+  bool stepped = false;
   {
     absl::MutexLock lock(&mu_);
     if (closed_) return std::nullopt;
     if (!steps_.empty()) {
+      stepped = true;
       RunStepLocked(now_ns + kStepSlice_ns, after);
       // More Steps, or the rest of this one: behind the work already due. Then pacing, if the
       // clock was resumed meanwhile.
@@ -511,8 +513,15 @@ std::optional<std::int64_t> Session::RunScheduledUnguarded(std::int64_t now_ns) 
     }
     TakeReadyLocked(after);
   }
-  // Subscribers are told, and finished Steps answered, in AfterRun: once the scheduler has
-  // queued the session again, so that the next tick need not wait for their encoding.
+  // A Step's slice ends early when a subscriber waits for a frame: it is told now, before the
+  // session is queued again, or another worker could run the next slice and replace that
+  // frame before the subscriber took it.
+  if (stepped) {
+    Finish(std::move(after));
+    return next;
+  }
+  // Paced ticks: subscribers are told in AfterRun, once the scheduler has queued the session
+  // again, so that the next tick need not wait for their encoding.
   absl::MutexLock lock(&deferred_mu_);
   deferred_.push_back(std::move(after));
   return next;
