@@ -166,7 +166,17 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     return std::binary_search(vehicle_ids_.begin(), vehicle_ids_.end(), id);
   }
 
+  // Takes and sends the next frame. An exception (memory running out while encoding a big
+  // frame) ends this stream alone, with its status.
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const absl::Status status = Guarded([&] {
+      WriteNextUnguardedLocked();
+      return absl::OkStatus();
+    });
+    if (!status.ok()) FinishLocked(ToGrpcStatus(status));
+  }
+
+  void WriteNextUnguardedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finishing_ || subscriber_ == nullptr) return;
     std::optional<session::Delivery> delivery = subscriber_->Take();
     if (!delivery.has_value()) return;
@@ -381,7 +391,16 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
     return absl::OkStatus();
   }
 
+  // Takes and sends the next observation; an exception ends this stream alone.
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const absl::Status status = Guarded([&] {
+      WriteNextUnguardedLocked();
+      return absl::OkStatus();
+    });
+    if (!status.ok()) FinishLocked(ToGrpcStatus(status));
+  }
+
+  void WriteNextUnguardedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finishing_ || finish_after_write_.has_value() || subscriber_ == nullptr) return;
     std::optional<session::Delivery> delivery = subscriber_->Take();
     if (!delivery.has_value()) return;
@@ -568,20 +587,25 @@ grpc::ServerUnaryReactor* SimulatorService::ResetSession(grpc::CallbackServerCon
     FrameToProto(*frame, response->mutable_state());
     Audit(context->peer(), "session.reset",
           {{"session", session->id()}, {"vehicles", frame->vehicles.size()}});
-    return absl::OkStatus();
+    // Too big to send, the reset still happened: say so, so that the client does not retry it.
+    return CheckResponseSize(response->ByteSizeLong(),
+                             "the session was reset; read its state with StreamStates and "
+                             "vehicle_ids");
       });
 }
 
 grpc::ServerUnaryReactor* SimulatorService::GetSession(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  std::optional<HeavyReads::Slot> slot;  // Held until the response is encoded.
   return Unary<v1::GetSessionRequest, v1::GetSessionResponse>(
       context, *raw_request, raw_response,
       [&](const v1::GetSessionRequest* request, v1::GetSessionResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
     const session::Session::Counts counts = session->counts();
-    ASSIGN_OR_RETURN(const HeavyReads::Slot slot,
+    ASSIGN_OR_RETURN(HeavyReads::Slot admitted,
                      heavy_reads_.Admit(counts.vehicles * kVehicleDescriptionBytes +
                                         counts.obstacles * kObstacleBytes));
+    slot.emplace(std::move(admitted));
     SessionToProto(session->Describe(/*with_vehicles=*/true), response->mutable_session());
     return absl::OkStatus();
       });
@@ -762,14 +786,18 @@ grpc::ServerUnaryReactor* SimulatorService::SetClock(grpc::CallbackServerContext
 
 grpc::ServerUnaryReactor* SimulatorService::GetState(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  std::optional<HeavyReads::Slot> slot;  // Held until the response is encoded.
   return Unary<v1::GetStateRequest, v1::GetStateResponse>(
       context, *raw_request, raw_response,
       [&](const v1::GetStateRequest* request, v1::GetStateResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+    // Admitted before the frame is copied.
+    const session::Session::Counts counts = session->counts();
+    ASSIGN_OR_RETURN(HeavyReads::Slot admitted,
+                     heavy_reads_.Admit(counts.vehicles * kVehicleStateBytes +
+                                        counts.contacts * kContactBytes));
+    slot.emplace(std::move(admitted));
     const auto [frame, hash] = session->CurrentFrameAndHash();
-    ASSIGN_OR_RETURN(const HeavyReads::Slot slot,
-                     heavy_reads_.Admit(frame->vehicles.size() * kVehicleStateBytes +
-                                        frame->contacts.size() * kContactBytes));
     FrameToProto(*frame, response->mutable_state());
     response->set_state_hash(hash);
     return absl::OkStatus();

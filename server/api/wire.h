@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
@@ -84,7 +85,8 @@ absl::Status Guarded(Fn&& fn) {
         "memory: the server could not allocate what this call needs; ask for less (fewer "
         "vehicles, obstacles or ticks per call)");
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("the server failed this call: ", e.what()));
+    return absl::InternalError(absl::StrCat("request: the server could not complete this call (",
+                                            absl::CEscape(e.what()).substr(0, 200), ")"));
   }
 }
 

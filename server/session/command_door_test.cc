@@ -123,6 +123,32 @@ TEST(Steps, ACancelledStepStopsBetweenTicksAndKeepsThem) {
   EXPECT_EQ(session->Now().tick, reached + 5);
 }
 
+// Three cars on one spot with a budget of one contact: two contacts are dropped until the
+// cars part. Each tick that dropped contacts, and the tick after the last (whose events may
+// show a kept contact as new), counts as over the budget.
+TEST(Steps, TicksOverTheContactBudgetIncludeTheTickAfter) {
+  SessionConfig config = Config();
+  config.world.max_contacts = 1;
+  auto session = MakeSession(nullptr, config);
+  sim::VehicleSpec east, west, still;
+  east.initial_speed_mps = 10.0;
+  west.initial_speed_mps = 10.0;
+  west.initial_pose.yaw_rad = 3.141592653589793;
+  ASSERT_TRUE(session->SpawnVehicles({east, west, still}).ok());
+  std::uint64_t dropping_ticks = 0;
+  std::uint64_t reported = 0;
+  for (int t = 0; t < 100; ++t) {
+    const absl::StatusOr<StepResult> result = session->Step(1, std::nullopt);
+    ASSERT_TRUE(result.ok());
+    EXPECT_LE(result->frame->contacts.size(), 1u);
+    if (result->frame->contacts_dropped > 0) ++dropping_ticks;
+    reported += result->events.ticks_over_contact_budget;
+  }
+  ASSERT_GT(dropping_ticks, 0u);
+  ASSERT_LT(dropping_ticks, 99u);  // They parted.
+  EXPECT_EQ(reported, dropping_ticks + 1);
+}
+
 // Throws std::bad_alloc when the world reaches `tick`, as an allocation in a tick would.
 class FailingObserver final : public CommandObserver {
  public:
@@ -209,6 +235,14 @@ TEST(Steps, ACheapStepRunsOnTheCallersThreadUnlessOthersAreQueued) {
   ASSERT_TRUE(inline_step.result->ok());
   EXPECT_EQ((*inline_step.result)->frame->time.tick, 5u);
   EXPECT_EQ(scheduler.RunDue(), 0);  // Nothing was left for the workers.
+  // A bigger world: the last tick's cost says nothing of the next, which goes to the workers.
+  ASSERT_TRUE(session->SpawnVehicles({sim::VehicleSpec{}}).ok());
+  Outcome after_spawn;
+  ASSERT_TRUE(session->StartStep(1, std::nullopt, Into(after_spawn)).ok());
+  EXPECT_EQ(after_spawn.calls, 0);
+  while (scheduler.RunDue() > 0) {
+  }
+  EXPECT_EQ(after_spawn.calls, 1);
   // Behind a queued Step, a cheap one waits its turn.
   TickingClock ticking;
   Scheduler slow_scheduler(&ticking, 0);

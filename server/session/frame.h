@@ -39,8 +39,8 @@ struct FrameEvents {
   std::vector<sim::ContactEvent> events;
   std::uint64_t dropped = 0;
   std::uint64_t dropped_ongoing = 0;  // The kOngoing events among `dropped`.
-  // Ticks among those covered whose contacts exceeded the world's budget: their kBegan and
-  // kEnded events cover the kept contacts only.
+  // Ticks among those covered whose kBegan and kEnded events may be partial: those that
+  // dropped contacts (the world's budget) and the tick after each.
   std::uint64_t ticks_over_contact_budget = 0;
 };
 

@@ -155,11 +155,13 @@ absl::Status Session::ApplyLocked(const Command& command, std::vector<std::uint6
         if constexpr (std::is_same_v<T, SpawnVehiclesCommand>) {
           ASSIGN_OR_RETURN(std::vector<sim::VehicleId> spawned, world_.Spawn(c.specs));
           if (ids != nullptr) *ids = std::move(spawned);
+          tick_cost_ns_ = -1;  // A bigger world: the last tick's cost says nothing of the next.
         } else if constexpr (std::is_same_v<T, RemoveVehicleCommand>) {
           RETURN_IF_ERROR(world_.Remove(c.vehicle_id));
         } else if constexpr (std::is_same_v<T, AddObstaclesCommand>) {
           ASSIGN_OR_RETURN(std::vector<sim::ObstacleId> added, world_.AddObstacles(c.specs));
           if (ids != nullptr) *ids = std::move(added);
+          tick_cost_ns_ = -1;
         } else if constexpr (std::is_same_v<T, RemoveObstacleCommand>) {
           RETURN_IF_ERROR(world_.RemoveObstacle(c.obstacle_id));
         } else if constexpr (std::is_same_v<T, SetControlsCommand>) {
@@ -179,6 +181,8 @@ absl::Status Session::ApplyLocked(const Command& command, std::vector<std::uint6
           ASSIGN_OR_RETURN(sim::World world, BuildWorld(config_, world_.next_ids()));
           world_ = std::move(world);
           braking_.clear();
+          tick_cost_ns_ = -1;
+          previous_tick_over_contact_budget_ = false;
         } else if constexpr (std::is_same_v<T, StepCommand>) {
           // Observed when a Step starts; its ticks are stepped by RunStepLocked.
         }
@@ -398,8 +402,8 @@ absl::StatusOr<StepResult> Session::Step(std::uint32_t ticks,
 void Session::RunStepLocked(std::optional<std::int64_t> slice_end_ns, AfterUnlock& after) {
   const std::shared_ptr<StepTicket> ticket = steps_.front();
   const auto finish = [&](absl::StatusOr<StepResult> result) {
+    after.finished.emplace_back(ticket, std::move(result));  // First: it may throw.
     steps_.pop_front();
-    after.finished.emplace_back(ticket, std::move(result));
   };
   if (!ticket->started_) {
     if (ticket->expected_tick_.has_value() && *ticket->expected_tick_ != world_.tick()) {
@@ -516,12 +520,15 @@ std::optional<std::int64_t> Session::RunScheduledUnguarded(std::int64_t now_ns) 
   // A Step's slice ends early when a subscriber waits for a frame: it is told now, before the
   // session is queued again, or another worker could run the next slice and replace that
   // frame before the subscriber took it.
-  if (stepped) {
-    Finish(std::move(after));
-    return next;
+  if (stepped && !after.ready.empty()) {
+    AfterUnlock tell;
+    tell.ready = std::move(after.ready);
+    after.ready.clear();
+    Finish(std::move(tell));
   }
-  // Paced ticks: subscribers are told in AfterRun, once the scheduler has queued the session
-  // again, so that the next tick need not wait for their encoding.
+  // Finished Steps are answered, and paced ticks' subscribers told, in AfterRun: once the
+  // scheduler has queued the session again, so that its next work need not wait for their
+  // encoding.
   absl::MutexLock lock(&deferred_mu_);
   deferred_.push_back(std::move(after));
   return next;
@@ -601,7 +608,11 @@ void Session::TickLocked(FrameEvents* events) {
   transitions_.clear();
   world_.Step(&transitions_);
   tick_cost_ns_ = clock_->NowNanos() - start_ns;
-  const bool over_contact_budget = world_.contacts_dropped() > 0;
+  // This tick's events are partial if it dropped contacts, or if the one before did (a contact
+  // dropped then and kept now looks as if it began now).
+  const bool dropped_now = world_.contacts_dropped() > 0;
+  const bool over_contact_budget = dropped_now || previous_tick_over_contact_budget_;
+  previous_tick_over_contact_budget_ = dropped_now;
   if (events != nullptr) {
     AppendEvents(transitions_, *events);
     if (over_contact_budget) ++events->ticks_over_contact_budget;
@@ -769,7 +780,7 @@ absl::StatusOr<ControlReceipt> Session::ApplyControl(const Subscriber* subscribe
   if (failure != nullptr) {
     Fail(failure);
     absl::MutexLock lock(&mu_);
-    return close_reason_;
+    return CheckOpenLocked();  // The failure's reason, or NotFound if deleted meanwhile.
   }
   return receipt;
 }

@@ -239,8 +239,9 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
 
   // Queues a Step of `ticks` ticks on the session's workers and returns at once (a cheap
   // Step with nothing queued before it runs at once, on the caller's thread: see
-  // kInlineBudget_ns); `on_done` is called exactly once, on a worker, in this call or in Close, with the frame after the last tick and
-  // the events of the ticks stepped, or with an error: Aborted if `expected_tick` is set and
+  // kInlineBudget_ns); `on_done` is called exactly once, on a worker, in this call or in
+  // Close, with the frame after the last tick and the events of the ticks stepped, or with an
+  // error: ResourceExhausted if a tick ran out of memory (the session is stopped); Aborted if `expected_tick` is set and
   // differs from the tick when the Step starts (nothing is stepped); Cancelled if the ticket
   // was cancelled (the ticks made stay made); NotFound if the session is deleted meanwhile,
   // Unavailable if the server shuts down (at the next tick). Errors returned at once:
@@ -301,7 +302,10 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // A control from the controller of `subscriber` that answers the observation of `tick`.
   // The vehicle's model checks it (InvalidArgument naming the field, no prefix).
   // InvalidArgument ("tick") for a tick not yet observed; NotFound ("vehicle_id") if the
-  // controller or its vehicle is gone.
+  // controller or its vehicle is gone. A BARRIER tick that this control completes runs in this
+  // call when ticks are cheap (kInlineBudget_ns): subscribers' transports are then told
+  // (OnReady) on this thread, and a tick that runs out of memory stops the session and is
+  // returned (ResourceExhausted).
   absl::StatusOr<ControlReceipt> ApplyControl(const Subscriber* subscriber, std::uint64_t tick,
                                               sim::VehicleInput input);
   // Detaches a controller, applying its disconnect action. Unknown ones are ignored.
@@ -415,8 +419,10 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   std::vector<std::uint32_t> lateness_histogram_ ABSL_GUARDED_BY(mu_);
   std::int64_t lateness_max_ns_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<sim::ContactEvent> transitions_ ABSL_GUARDED_BY(mu_);  // Scratch of a tick.
-  // What the last tick took on the clock, ns; -1 before the first.
+  // What the last tick took on the clock, ns; -1 before the first and after the world grew.
   std::int64_t tick_cost_ns_ ABSL_GUARDED_BY(mu_) = -1;
+  // Whether the last tick dropped contacts (see TickLocked).
+  bool previous_tick_over_contact_budget_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Controller> controllers_ ABSL_GUARDED_BY(mu_);
   // BARRIER: the current tick runs at the latest at this time (its observation's timeout).
   std::int64_t barrier_deadline_ns_ ABSL_GUARDED_BY(mu_) = 0;

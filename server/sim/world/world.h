@@ -143,8 +143,9 @@ class World {
   // The contacts in effect at the current tick, by pair.
   const std::vector<Contact>& contacts() const { return state_.contacts; }
   // How many contacts in effect at the current tick the budget left out of contacts(): a tick
-  // keeps at most max_contacts, the first found (vehicles with obstacles, then with each other
-  // in the broad phase's order, then with the walls), a subset that depends only on the
+  // keeps at most max_contacts, the first found stage by stage (vehicles with obstacles, by
+  // vehicle then obstacle; with each other, by pair, or in the grid's order when they pile up
+  // beyond the broad phase's own budget; then the walls), a subset that depends only on the
   // state. Under CollisionPolicy::kStop the vehicles of the dropped contacts crash all the
   // same. A tick over the budget reports BEGAN and ENDED events of the kept contacts only.
   std::uint64_t contacts_dropped() const { return state_.contacts_dropped; }
