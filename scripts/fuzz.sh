@@ -40,10 +40,15 @@ done
 # there); binary requests and command sequences stay small.
 max_len=4096
 if [ "$target" = scenario_fuzzer ]; then max_len=16384; fi
+extra=()
+# command_fuzzer's inputs reach tens of thousands of coverage features, and libFuzzer's
+# entropic scheduler then spends most of its time re-weighting them (57 % of the run under
+# perf): without it the target runs 3-4x the inputs per second.
+if [ "$target" = command_fuzzer ]; then extra+=(-entropic=0); fi
 log=$build_dir/$target.log
 status=0
 "$build_dir/bin/$target" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 \
-  -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$artifacts/" "$@" "$corpus" \
+  -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$artifacts/" "${extra[@]}" "$@" "$corpus" \
   >"$log" 2>&1 || status=$?
 # The progress lines and any report, without libFuzzer's dictionary.
 grep -E '^#[0-9]+[[:space:]]|==[0-9]+==.*ERROR|SUMMARY|Test unit written|fuzz check failed' "$log" | tail -n 12 || true
