@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
-  libabsl-dev libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libabsl-dev libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
   python3 python3-grpcio python3-protobuf python3-pytest
   # Sanitizer builds and fuzzers (scripts/check-sanitizers.sh, scripts/fuzz.sh): clang 14,
   # its sanitizer and libFuzzer runtimes, llvm-symbolizer for readable reports.

@@ -5,6 +5,7 @@
 #                   engines, never clocks);
 #   server/session  no gRPC or protobuf, nothing above it;
 #   server/api      nothing above it (server/web beside it, server/app above both);
+#   server/auth     tokens and roles: util, Abseil and OpenSSL only;
 #   server/util     Abseil only.
 # And that no non-test file of server/sim calls a libm transcendental (World::StateHash is
 # promised equal on every machine; libm's last bits are not): server/sim/math has its own.
@@ -29,8 +30,10 @@ check server/sim "$sim_forbidden|random" \
   --include='*.h' --include='*.cc' --exclude='*_test.cc'
 check server/sim "$sim_forbidden" 'gRPC, protobuf, spdlog, threads, clocks or higher layers' \
   --include='*_test.cc'
-check server/session 'grpc|google/protobuf|pitlane/v1|server/(api|web|app)' \
+check server/session 'grpc|google/protobuf|pitlane/v1|server/(api|web|app|auth)' \
   'gRPC, protobuf or the layers above it'
+check server/auth 'grpc|google/protobuf|pitlane/v1|spdlog|server/(sim|session|api|web|app)' \
+  'gRPC, protobuf, spdlog (tokens are never logged), the simulation or the layers above it'
 check server/api 'server/(web|app)' 'the web endpoint or the app wiring' \
   --include='*.h' --include='*.cc' --exclude='*_test.cc'
 

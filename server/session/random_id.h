@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "server/util/random_bytes.h"
 
 namespace pitlane::session {
 
@@ -15,13 +16,11 @@ namespace pitlane::session {
 inline constexpr std::size_t kSessionIdRandomChars = 26;
 
 // A new session id: "s-" and kSessionIdRandomChars characters of Base32Lowercase over 128
-// bits from the OS's CSPRNG (getrandom(2)). Internal if the OS has no randomness to give
-// (getrandom missing or failing), never a weaker id.
+// bits from the OS's CSPRNG (FillRandom). Internal if the OS has no randomness to give, never
+// a weaker id.
 absl::StatusOr<std::string> NewSessionId();
 
-// RFC 4648 base32 in lowercase ("a"-"z", "2"-"7"), without padding: 5 bits a character, most
-// significant first; a last partial group is filled with zero bits.
-std::string Base32Lowercase(absl::Span<const std::uint8_t> bytes);
+using ::pitlane::Base32Lowercase;
 
 }  // namespace pitlane::session
 

@@ -1,0 +1,134 @@
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/auth/permissions.h"
+#include "server/auth/tokens.h"
+
+namespace pitlane::auth {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(Tokens, HaveTheirFormAndDoNotRepeat) {
+  std::set<std::string> seen;
+  for (int i = 0; i < 1000; ++i) {
+    const absl::StatusOr<std::string> token = NewToken();
+    ASSERT_TRUE(token.ok());
+    EXPECT_TRUE(LooksLikeToken(*token)) << *token;
+    EXPECT_EQ(token->size(), kTokenLength);
+    EXPECT_TRUE(seen.insert(*token).second);
+  }
+  for (const char* bad : {"", "plt_", "plt_abc", "xyz_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                          "plt_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1", "plt_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+                          "plt_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}) {
+    EXPECT_FALSE(LooksLikeToken(bad)) << bad;
+  }
+}
+
+TEST(Tokens, DigestIsSha256) {
+  // FIPS 180-2's example: SHA-256("abc").
+  const Digest digest = DigestOf("abc");
+  const Digest expected = {0xba, 0x78, 0x16, 0xbf, 0x8f, 0x01, 0xcf, 0xea, 0x41, 0x41, 0x40,
+                           0xde, 0x5d, 0xae, 0x22, 0x23, 0xb0, 0x03, 0x61, 0xa3, 0x96, 0x17,
+                           0x7a, 0x9c, 0xb4, 0x10, 0xff, 0x61, 0xf2, 0x00, 0x15, 0xad};
+  EXPECT_EQ(digest, expected);
+  EXPECT_TRUE(SameDigest(digest, expected));
+  Digest other = expected;
+  other[31] ^= 1;
+  EXPECT_FALSE(SameDigest(digest, other));
+}
+
+TEST(TokenStore, ChecksRevokesAndNeverEchoesATokenInItsErrors) {
+  TokenStore store;
+  const absl::StatusOr<std::string> owner = store.Mint({.role = Role::kOwner, .session_id = "s-a"});
+  const absl::StatusOr<std::string> driver =
+      store.Mint({.role = Role::kDriver, .session_id = "s-a", .vehicle_id = 3});
+  const absl::StatusOr<std::string> other =
+      store.Mint({.role = Role::kViewer, .session_id = "s-b"});
+  ASSERT_TRUE(owner.ok() && driver.ok() && other.ok());
+  EXPECT_EQ(*store.Check(*owner), (Grant{.role = Role::kOwner, .session_id = "s-a"}));
+  EXPECT_EQ(store.Check(*driver)->vehicle_id, 3u);
+
+  const absl::Status malformed = store.Check("Bearer nonsense").status();
+  EXPECT_EQ(malformed.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(malformed.message(), "authorization: not a Pitlane token");
+  const absl::StatusOr<std::string> unknown = NewToken();
+  const absl::Status unknown_status = store.Check(*unknown).status();
+  EXPECT_EQ(unknown_status.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(unknown_status.message(), Not(HasSubstr(*unknown)));
+
+  EXPECT_EQ(store.RevokeVehicle("s-a", 3), 1u);
+  EXPECT_EQ(store.Check(*driver).status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE(store.Revoke(*other));
+  EXPECT_FALSE(store.Revoke(*other));
+  EXPECT_EQ(store.RevokeSession("s-a"), 1u);
+  EXPECT_EQ(store.size(), 0u);
+
+  EXPECT_EQ(store.Add("not a token", {.role = Role::kAdmin}).code(),
+            absl::StatusCode::kInvalidArgument);
+  const absl::StatusOr<std::string> admin = NewToken();
+  ASSERT_TRUE(store.Add(*admin, {.role = Role::kAdmin}).ok());
+  EXPECT_EQ(store.RevokeSession(""), 0u);  // An admin belongs to no session.
+  EXPECT_EQ(store.Check(*admin)->role, Role::kAdmin);
+}
+
+// Every role against every kind of action, on its own session, another session and another
+// vehicle.
+TEST(Authorize, EveryRoleAgainstEveryNeed) {
+  const absl::Status not_found = absl::NotFoundError("session_id: no session \"s-a\"");
+  const Grant admin{.role = Role::kAdmin};
+  const Grant owner{.role = Role::kOwner, .session_id = "s-a"};
+  const Grant driver{.role = Role::kDriver, .session_id = "s-a", .vehicle_id = 3};
+  const Grant viewer{.role = Role::kViewer, .session_id = "s-a"};
+  const Grant other_owner{.role = Role::kOwner, .session_id = "s-b"};
+  using Code = absl::StatusCode;
+  struct Case {
+    const Grant* grant;
+    Need need;
+    std::optional<std::uint64_t> vehicle;
+    Code code;
+  };
+  const std::vector<Case> cases = {
+      {&admin, Need::kAdmin, {}, Code::kOk},
+      {&admin, Need::kOwn, {}, Code::kOk},
+      {&admin, Need::kDrive, 3, Code::kOk},
+      {&owner, Need::kRead, {}, Code::kOk},
+      {&owner, Need::kDrive, 7, Code::kOk},
+      {&owner, Need::kOwn, {}, Code::kOk},
+      {&owner, Need::kAdmin, {}, Code::kPermissionDenied},
+      {&driver, Need::kRead, {}, Code::kOk},
+      {&driver, Need::kDrive, 3, Code::kOk},
+      {&driver, Need::kDrive, 4, Code::kPermissionDenied},
+      {&driver, Need::kOwn, {}, Code::kPermissionDenied},
+      {&viewer, Need::kRead, {}, Code::kOk},
+      {&viewer, Need::kDrive, 3, Code::kPermissionDenied},
+      {&viewer, Need::kOwn, {}, Code::kPermissionDenied},
+      {&other_owner, Need::kRead, {}, Code::kNotFound},
+      {&other_owner, Need::kDrive, 3, Code::kNotFound},
+      {&other_owner, Need::kOwn, {}, Code::kNotFound},
+      {&other_owner, Need::kAdmin, {}, Code::kPermissionDenied},
+  };
+  for (const Case& c : cases) {
+    const absl::Status status = Authorize(*c.grant, c.need, "s-a", c.vehicle, not_found);
+    EXPECT_EQ(status.code(), c.code)
+        << RoleName(c.grant->role) << " of " << c.grant->session_id << " need "
+        << static_cast<int>(c.need) << ": " << status;
+    if (status.code() == Code::kNotFound) {
+      EXPECT_EQ(status, not_found);
+    }
+  }
+  EXPECT_EQ(Authorize(driver, Need::kDrive, "s-a", 4, not_found).message(),
+            "vehicle_id: needs the token of vehicle 4's driver or the session's owner; this is "
+            "a driver token");
+  EXPECT_EQ(Authorize(viewer, Need::kOwn, "s-a", {}, not_found).message(),
+            "session_id: needs the session owner's token; this is a viewer token");
+  EXPECT_EQ(Authorize(owner, Need::kAdmin, "s-a", {}, not_found).message(),
+            "authorization: needs an admin token; this is an owner token");
+}
+
+}  // namespace
+}  // namespace pitlane::auth
