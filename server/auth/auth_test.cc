@@ -29,6 +29,22 @@ TEST(Tokens, HaveTheirFormAndDoNotRepeat) {
   }
 }
 
+TEST(Tokens, BearerHeaders) {
+  EXPECT_EQ(*BearerToken("Bearer plt_x"), "plt_x");
+  EXPECT_EQ(*BearerToken("bearer   plt_x"), "plt_x");
+  EXPECT_EQ(*BearerToken("BEARER plt_x"), "plt_x");
+  for (const std::optional<absl::string_view> bad :
+       {std::optional<absl::string_view>(), std::optional<absl::string_view>(""),
+        std::optional<absl::string_view>("Bearer"), std::optional<absl::string_view>("Bearer "),
+        std::optional<absl::string_view>("Basic plt_x"),
+        std::optional<absl::string_view>("Bearerplt_x"),
+        std::optional<absl::string_view>("plt_x")}) {
+    const absl::Status status = BearerToken(bad).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated);
+    EXPECT_EQ(status.message(), "authorization: send `authorization: Bearer <token>`");
+  }
+}
+
 TEST(Tokens, DigestIsSha256) {
   // FIPS 180-2's example: SHA-256("abc").
   const Digest digest = DigestOf("abc");

@@ -25,6 +25,22 @@ absl::string_view RoleName(Role role) {
   return "viewer";
 }
 
+absl::StatusOr<absl::string_view> BearerToken(std::optional<absl::string_view> header) {
+  const absl::Status missing =
+      absl::UnauthenticatedError("authorization: send `authorization: Bearer <token>`");
+  if (!header.has_value()) return missing;
+  absl::string_view value = *header;
+  constexpr absl::string_view kScheme = "bearer";
+  if (value.size() <= kScheme.size() || !absl::EqualsIgnoreCase(value.substr(0, 6), kScheme) ||
+      value[kScheme.size()] != ' ') {
+    return missing;
+  }
+  value.remove_prefix(kScheme.size());
+  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  if (value.empty()) return missing;
+  return value;
+}
+
 absl::StatusOr<std::string> NewToken() {
   std::array<std::uint8_t, kTokenRandomBytes> bytes;
   if (absl::Status filled = FillRandom(absl::MakeSpan(bytes)); !filled.ok()) return filled;

@@ -13,6 +13,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -47,6 +48,11 @@ struct Grant {
   std::uint64_t vehicle_id = 0;  // kDriver only.
   friend bool operator==(const Grant&, const Grant&) = default;
 };
+
+// The token of an `authorization` header value, "Bearer <token>" (RFC 6750: the scheme in any
+// case, one or more spaces). Unauthenticated, never echoing the value: "authorization: send
+// `authorization: Bearer <token>`" when `header` is absent (nullopt) or has another form.
+absl::StatusOr<absl::string_view> BearerToken(std::optional<absl::string_view> header);
 
 // A new token (Internal if the OS has no randomness to give).
 absl::StatusOr<std::string> NewToken();
