@@ -1,9 +1,11 @@
 // The session core: Steps on the workers (slices, cancellation, closing), the lossless
 // subscriber, and the command door's record and replay.
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <new>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -193,6 +195,54 @@ TEST(Steps, AnAllocationFailureStopsOneSessionWithAClearStatus) {
     ASSERT_EQ(other.calls, 1);
     EXPECT_TRUE(other.result->ok());
     EXPECT_EQ(healthy->Now().tick, 5u);
+  }
+}
+
+// A tick that keeps its thread busy for `ms` milliseconds, as a pile of thousands of vehicles
+// does.
+class SlowTicks final : public CommandObserver {
+ public:
+  explicit SlowTicks(int ms) : ms_(ms) {}
+  void OnCommand(std::uint64_t, const Command&) override {}
+  void OnTick(const sim::World&) override {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms_);
+    while (std::chrono::steady_clock::now() < end) {
+    }
+  }
+
+ private:
+  const int ms_;
+};
+
+// A session whose ticks take all a worker's time (real time factor 0, slow ticks) still lets
+// every call in between two ticks: the worker that releases the lock does not take it back
+// ahead of a waiting call (it used to, and a GetState or DeleteSession waited for ever).
+TEST(Steps, CallsGetInBetweenBackToBackTicks) {
+  for (const bool stepping : {false, true}) {
+    SCOPED_TRACE(stepping ? "a long Step" : "a realtime clock at factor 0");
+    SteadyClock clock;
+    Scheduler scheduler(&clock, 1);
+    auto session = MakeSession(&scheduler);
+    session->AddObserver(std::make_shared<SlowTicks>(2));
+    Outcome step;
+    if (stepping) {
+      ASSERT_TRUE(session->StartStep(1'000'000 / 1000, std::nullopt, Into(step)).ok());
+    } else {
+      ASSERT_TRUE(session->SetClock({.mode = ClockMode::kRealtime, .real_time_factor = 0.0}).ok());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // Ticking back to back.
+    const std::uint64_t first = session->Now().tick;
+    std::uint64_t last = first;
+    for (int call = 0; call < 50; ++call) {
+      const std::uint64_t now = session->Now().tick;
+      // Each call waits for at most the tick under way (and the few a slow thread lets by).
+      EXPECT_LE(now - last, 10u) << "call " << call;
+      last = now;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // A client's pace.
+    }
+    EXPECT_GT(last, first);  // The ticks went on meanwhile.
+    session->Close();
+    scheduler.Stop();
   }
 }
 

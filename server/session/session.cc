@@ -109,7 +109,7 @@ void Session::Start() {
   Touch();
   std::optional<std::int64_t> first_run_ns;
   {
-    absl::MutexLock lock(&mu_);
+    TurnLock lock(this);
     if (scheduler_ == nullptr) return;
     first_run_ns = RestartPacingLocked();
   }
@@ -204,7 +204,7 @@ absl::Status Session::Apply(const Command& command) {
     return SetClock(clock->update).status();
   }
   if (std::holds_alternative<ResetCommand>(command)) return Reset().status();
-  absl::MutexLock lock(&mu_);
+  TurnLock lock(this);
   RETURN_IF_ERROR(CheckCommandLocked(command));
   return ApplyLocked(command);
 }
@@ -213,7 +213,7 @@ absl::StatusOr<std::vector<sim::VehicleId>> Session::SpawnVehicles(
     absl::Span<const sim::VehicleSpec> specs) {
   const Command command = SpawnVehiclesCommand{{specs.begin(), specs.end()}};
   std::vector<std::uint64_t> ids;
-  absl::MutexLock lock(&mu_);
+  TurnLock lock(this);
   RETURN_IF_ERROR(CheckCommandLocked(command));
   RETURN_IF_ERROR(ApplyLocked(command, &ids));
   return ids;
@@ -221,7 +221,7 @@ absl::StatusOr<std::vector<sim::VehicleId>> Session::SpawnVehicles(
 
 absl::Status Session::RemoveVehicle(sim::VehicleId id) {
   const Command command = RemoveVehicleCommand{id};
-  absl::MutexLock lock(&mu_);
+  TurnLock lock(this);
   RETURN_IF_ERROR(CheckCommandLocked(command));
   return ApplyLocked(command);
 }
@@ -230,7 +230,7 @@ absl::StatusOr<std::vector<sim::ObstacleId>> Session::AddObstacles(
     absl::Span<const sim::ObstacleSpec> specs) {
   const Command command = AddObstaclesCommand{{specs.begin(), specs.end()}};
   std::vector<std::uint64_t> ids;
-  absl::MutexLock lock(&mu_);
+  TurnLock lock(this);
   RETURN_IF_ERROR(CheckCommandLocked(command));
   RETURN_IF_ERROR(ApplyLocked(command, &ids));
   return ids;
@@ -238,14 +238,14 @@ absl::StatusOr<std::vector<sim::ObstacleId>> Session::AddObstacles(
 
 absl::Status Session::RemoveObstacle(sim::ObstacleId id) {
   const Command command = RemoveObstacleCommand{id};
-  absl::MutexLock lock(&mu_);
+  TurnLock lock(this);
   RETURN_IF_ERROR(CheckCommandLocked(command));
   return ApplyLocked(command);
 }
 
 absl::StatusOr<SimTime> Session::SetControls(absl::Span<const sim::VehicleInput> inputs) {
   const Command command = SetControlsCommand{{inputs.begin(), inputs.end()}};
-  absl::MutexLock lock(&mu_);
+  TurnLock lock(this);
   RETURN_IF_ERROR(CheckCommandLocked(command));
   RETURN_IF_ERROR(ApplyLocked(command));
   return NowLocked();
@@ -266,7 +266,7 @@ absl::StatusOr<ClockSettings> Session::SetClock(const ClockUpdate& update) {
   AfterUnlock after;
   ClockSettings settings;
   {
-    absl::MutexLock lock(&mu_);
+    TurnLock lock(this);
     RETURN_IF_ERROR(CheckCommandLocked(command));
     RETURN_IF_ERROR(ApplyLocked(command));
     settings = clock_settings_;
@@ -287,7 +287,7 @@ absl::StatusOr<std::shared_ptr<const Frame>> Session::Reset() {
   std::shared_ptr<const Frame> frame;
   AfterUnlock after;
   {
-    absl::MutexLock lock(&mu_);
+    TurnLock lock(this);
     const Command command = ResetCommand{};
     RETURN_IF_ERROR(CheckCommandLocked(command));
     const std::uint64_t reset_at = world_.tick();
@@ -355,7 +355,7 @@ absl::StatusOr<std::shared_ptr<StepTicket>> Session::StartStep(
   AfterUnlock after;
   std::exception_ptr failure;
   {
-    absl::MutexLock lock(&mu_);
+    TurnLock lock(this);
     RETURN_IF_ERROR(CheckStepLocked(ticks));
     if (steps_.size() >= kMaxQueuedSteps) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -389,7 +389,7 @@ absl::StatusOr<StepResult> Session::Step(std::uint32_t ticks,
   ticket->on_done_ = [&result](absl::StatusOr<StepResult> r) { result = std::move(r); };
   AfterUnlock after;
   {
-    absl::MutexLock lock(&mu_);
+    TurnLock lock(this);
     RETURN_IF_ERROR(CheckStepLocked(ticks));
     steps_.push_front(ticket);
     RunStepLocked(std::nullopt, after);
@@ -502,7 +502,7 @@ std::optional<std::int64_t> Session::RunScheduledUnguarded(std::int64_t now_ns) 
   std::optional<std::int64_t> next;
   bool stepped = false;
   {
-    absl::MutexLock lock(&mu_);
+    TurnLock lock(this);  // Behind the calls that wait already: at most one tick or slice.
     if (closed_) return std::nullopt;
     if (!steps_.empty()) {
       stepped = true;
@@ -668,7 +668,7 @@ absl::Status Session::Subscribe(std::shared_ptr<Subscriber> subscriber) {
   }
   AfterUnlock after;
   {
-    absl::MutexLock lock(&mu_);
+    TurnLock lock(this);
     RETURN_IF_ERROR(CheckOpenLocked());
     AddSubscriberLocked(std::move(subscriber), after);
   }
@@ -677,13 +677,13 @@ absl::Status Session::Subscribe(std::shared_ptr<Subscriber> subscriber) {
 }
 
 void Session::Unsubscribe(const Subscriber* subscriber) {
-  absl::MutexLock lock(&mu_);
+  TurnLock lock(this);
   std::erase_if(subscribers_,
                 [subscriber](const std::shared_ptr<Subscriber>& s) { return s.get() == subscriber; });
 }
 
 std::size_t Session::subscriber_count() const {
-  absl::MutexLock lock(&mu_);
+  TurnLock lock(this);
   return subscribers_.size();
 }
 
@@ -698,7 +698,7 @@ absl::Status Session::AttachController(sim::VehicleId vehicle, DisconnectAction 
                                        std::shared_ptr<Subscriber> subscriber) {
   AfterUnlock after;
   {
-    absl::MutexLock lock(&mu_);
+    TurnLock lock(this);
     RETURN_IF_ERROR(CheckOpenLocked());
     if (!world_.Contains(vehicle)) {
       return absl::NotFoundError(
@@ -737,7 +737,7 @@ absl::StatusOr<ControlReceipt> Session::ApplyControl(const Subscriber* subscribe
   AfterUnlock after;
   std::exception_ptr failure;
   {
-    absl::MutexLock lock(&mu_);
+    TurnLock lock(this);
     RETURN_IF_ERROR(CheckOpenLocked());
     Controller* controller = FindControllerLocked(subscriber);
     if (controller == nullptr) {
@@ -779,7 +779,7 @@ absl::StatusOr<ControlReceipt> Session::ApplyControl(const Subscriber* subscribe
   Finish(std::move(after));
   if (failure != nullptr) {
     Fail(failure);
-    absl::MutexLock lock(&mu_);
+    TurnLock lock(this);
     return CheckOpenLocked();  // The failure's reason, or NotFound if deleted meanwhile.
   }
   return receipt;
@@ -788,7 +788,7 @@ absl::StatusOr<ControlReceipt> Session::ApplyControl(const Subscriber* subscribe
 void Session::DetachController(const Subscriber* subscriber) {
   AfterUnlock after;
   {
-    absl::MutexLock lock(&mu_);
+    TurnLock lock(this);
     const auto it = std::find_if(controllers_.begin(), controllers_.end(),
                                  [subscriber](const Controller& c) { return c.subscriber == subscriber; });
     if (it == controllers_.end()) return;
@@ -805,12 +805,12 @@ void Session::DetachController(const Subscriber* subscriber) {
 }
 
 void Session::AddObserver(std::shared_ptr<CommandObserver> observer) {
-  absl::MutexLock lock(&mu_);
+  TurnLock lock(this);
   observers_.push_back(std::move(observer));
 }
 
 void Session::RemoveObserver(const CommandObserver* observer) {
-  absl::MutexLock lock(&mu_);
+  TurnLock lock(this);
   std::erase_if(observers_, [observer](const std::shared_ptr<CommandObserver>& o) {
     return o.get() == observer;
   });
@@ -819,24 +819,24 @@ void Session::RemoveObserver(const CommandObserver* observer) {
 // ---- Reading --------------------------------------------------------------------------------
 
 std::pair<std::shared_ptr<const Frame>, std::uint64_t> Session::CurrentFrameAndHash() const {
-  absl::MutexLock lock(&mu_);
+  TurnLock lock(this);
   return {MakeFrameLocked(), world_.StateHash()};
 }
 
 std::shared_ptr<const Frame> Session::CurrentFrame() const {
-  absl::MutexLock lock(&mu_);
+  TurnLock lock(this);
   return MakeFrameLocked();
 }
 
 Session::Counts Session::counts() const {
-  absl::MutexLock lock(&mu_);
+  TurnLock lock(this);
   return {.vehicles = world_.vehicle_count(),
           .obstacles = world_.obstacles().size(),
           .contacts = world_.contacts().size()};
 }
 
 SessionDescription Session::Describe(bool with_vehicles) const {
-  absl::MutexLock lock(&mu_);
+  TurnLock lock(this);
   SessionDescription description{
       .id = id_,
       .config = config_,
@@ -873,12 +873,12 @@ SessionDescription Session::Describe(bool with_vehicles) const {
 }
 
 SimTime Session::Now() const {
-  absl::MutexLock lock(&mu_);
+  TurnLock lock(this);
   return NowLocked();
 }
 
 std::uint64_t Session::StateHash() const {
-  absl::MutexLock lock(&mu_);
+  TurnLock lock(this);
   return world_.StateHash();
 }
 
@@ -893,7 +893,7 @@ SimTime Session::Close(const absl::Status& reason) {
   AfterUnlock after;
   SimTime now;
   {
-    absl::MutexLock lock(&mu_);
+    TurnLock lock(this);
     if (!closed_) {
       closed_ = true;
       close_reason_ = reason;
@@ -915,6 +915,24 @@ SimTime Session::Close(const absl::Status& reason) {
     subscriber->transport().OnClosed(reason);
   }
   return now;
+}
+
+Session::TurnLock::TurnLock(const Session* session) : session_(session) {
+  struct Up {
+    bool operator()() const ABSL_NO_THREAD_SAFETY_ANALYSIS {  // Run by mu_, under it.
+      return session->serving_turn_ == turn;
+    }
+    const Session* session;
+    std::uint64_t turn;
+  };
+  const Up up{.session = session_,
+              .turn = session_->next_turn_.fetch_add(1, std::memory_order_relaxed)};
+  session_->mu_.LockWhen(absl::Condition(&up));
+}
+
+Session::TurnLock::~TurnLock() {
+  ++session_->serving_turn_;  // The Unlock wakes the next turn's holder.
+  session_->mu_.Unlock();
 }
 
 SimTime Session::NowLocked() const {

@@ -406,7 +406,25 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   Scheduler* const scheduler_;
   const Clock* const clock_;
 
+  // mu_ taken in turn, first come first served: client calls and the session's own scheduled
+  // runs alike. absl::Mutex lets the thread that just released a lock take it again before a
+  // woken waiter runs, so a session whose ticks took all its time (a realtime pile of
+  // thousands of vehicles, a long Step) starved every call to it, and the idle reaper with
+  // them; a waiter now waits for at most the holders that came before it.
+  class ABSL_SCOPED_LOCKABLE TurnLock {
+   public:
+    explicit TurnLock(const Session* session) ABSL_EXCLUSIVE_LOCK_FUNCTION(session->mu_);
+    ~TurnLock() ABSL_UNLOCK_FUNCTION();
+    TurnLock(const TurnLock&) = delete;
+    TurnLock& operator=(const TurnLock&) = delete;
+
+   private:
+    const Session* const session_;
+  };
+
   mutable absl::Mutex mu_;
+  mutable std::atomic<std::uint64_t> next_turn_{0};      // The turn the next locker takes.
+  mutable std::uint64_t serving_turn_ ABSL_GUARDED_BY(mu_) = 0;  // The turn that holds mu_.
   sim::World world_ ABSL_GUARDED_BY(mu_);
   ClockSettings clock_settings_ ABSL_GUARDED_BY(mu_);
   // Pacing: tick anchor_tick_ was due at anchor_ns_.
