@@ -28,6 +28,7 @@
 #include "server/app/log_format.h"
 #include "server/app/options.h"
 #include "server/app/server.h"
+#include "server/auth/tokens.h"
 #include "spdlog/spdlog.h"
 
 // Integer flags are 64-bit so that a negative or huge value reaches OptionsFromFlags, which
@@ -69,6 +70,31 @@ ABSL_FLAG(double, min_barrier_timeout_s, 0.001,
 ABSL_FLAG(double, max_barrier_timeout_s, 60.0,
           "Longest barrier_timeout_s a BARRIER session may set, seconds: how long one silent "
           "controller can hold each tick of a race; 0.001..60.");
+ABSL_FLAG(std::string, auth, "auto",
+          "Who may do what: token (every call shows a token: admin, session owner, vehicle "
+          "driver or viewer; see docs/security.md), none (anyone may do everything), or auto: "
+          "token when --listen is not a loopback address or an admin token is given, none "
+          "otherwise.");
+ABSL_FLAG(std::string, admin_token_file, "",
+          "A file holding the admin token (make one with --new_token). Otherwise the "
+          "PITLANE_ADMIN_TOKEN environment variable; with neither, --auth=token generates one "
+          "and prints it once.");
+ABSL_FLAG(bool, allow_unauthenticated_remote_access, false,
+          "Lets --auth=none serve a non-loopback --listen address, where anyone who can reach "
+          "the port may control and delete every session.");
+ABSL_FLAG(std::int64_t, max_sessions_per_client, 32,
+          "Most sessions one client may hold at once (an admin token and, with --auth=none, "
+          "clients on this machine are not limited); 1..100000.");
+ABSL_FLAG(std::int64_t, max_tokens_per_session, 10000,
+          "Most live tokens (owner, driver, viewer) one session may hold; 1..1000000.");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "A PEM certificate (chain) to serve TLS with, with --tls_key_file; plaintext clients "
+          "are then refused.");
+ABSL_FLAG(std::string, tls_key_file, "", "The PEM private key of --tls_cert_file.");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM certificates of the CAs whose client certificates are accepted: mutual TLS; "
+          "clients without such a certificate are refused.");
+ABSL_FLAG(bool, new_token, false, "Prints a new random token (for --admin_token_file) and exits.");
 
 // Abseil reports each flag it cannot parse (an unknown name, "abc" for a number) on stderr,
 // calls this hook and later exits 1. Exiting here makes every command-line error exit 2, the
@@ -103,7 +129,16 @@ std::vector<const absl::CommandLineFlag*> PitlaneFlags() {
           &absl::GetFlagReflectionHandle(FLAGS_min_barrier_timeout_s),
           &absl::GetFlagReflectionHandle(FLAGS_max_barrier_timeout_s),
           &absl::GetFlagReflectionHandle(FLAGS_scenario),
-          &absl::GetFlagReflectionHandle(FLAGS_scenario_dir)};
+          &absl::GetFlagReflectionHandle(FLAGS_scenario_dir),
+          &absl::GetFlagReflectionHandle(FLAGS_auth),
+          &absl::GetFlagReflectionHandle(FLAGS_admin_token_file),
+          &absl::GetFlagReflectionHandle(FLAGS_allow_unauthenticated_remote_access),
+          &absl::GetFlagReflectionHandle(FLAGS_max_sessions_per_client),
+          &absl::GetFlagReflectionHandle(FLAGS_max_tokens_per_session),
+          &absl::GetFlagReflectionHandle(FLAGS_tls_cert_file),
+          &absl::GetFlagReflectionHandle(FLAGS_tls_key_file),
+          &absl::GetFlagReflectionHandle(FLAGS_tls_client_ca_file),
+          &absl::GetFlagReflectionHandle(FLAGS_new_token)};
 }
 
 // Abseil's --help lists the flags of files it deems "main" by a naming rule our sources do
@@ -151,6 +186,18 @@ pitlane::app::FlagValues ReadFlags() {
       .max_barrier_timeout_s = absl::GetFlag(FLAGS_max_barrier_timeout_s),
       .scenario = absl::GetFlag(FLAGS_scenario),
       .scenario_dir = absl::GetFlag(FLAGS_scenario_dir),
+      .auth = absl::GetFlag(FLAGS_auth),
+      .admin_token_file = absl::GetFlag(FLAGS_admin_token_file),
+      .admin_token_env = std::getenv(pitlane::app::kAdminTokenEnv) != nullptr
+                             ? std::getenv(pitlane::app::kAdminTokenEnv)
+                             : "",
+      .allow_unauthenticated_remote_access =
+          absl::GetFlag(FLAGS_allow_unauthenticated_remote_access),
+      .max_sessions_per_client = absl::GetFlag(FLAGS_max_sessions_per_client),
+      .max_tokens_per_session = absl::GetFlag(FLAGS_max_tokens_per_session),
+      .tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file),
+      .tls_key_file = absl::GetFlag(FLAGS_tls_key_file),
+      .tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file),
   };
 }
 
@@ -197,6 +244,15 @@ int main(int argc, char** argv) {
                  positional[1]);
     return kExitBadCommandLine;
   }
+  if (absl::GetFlag(FLAGS_new_token)) {
+    const absl::StatusOr<std::string> token = pitlane::auth::NewToken();
+    if (!token.ok()) {
+      std::fprintf(stderr, "pitlane-server: %s\n", std::string(token.status().message()).c_str());
+      return kExitCannotStart;
+    }
+    std::printf("%s\n", token->c_str());
+    return 0;
+  }
   absl::StatusOr<pitlane::app::StartupOptions> startup =
       pitlane::app::OptionsFromFlags(ReadFlags(), std::thread::hardware_concurrency());
   if (!startup.ok()) {
@@ -217,15 +273,23 @@ int main(int argc, char** argv) {
   }
   spdlog::info(
       "server started: max {} sessions, {} vehicles per session, {} ticks per Step; "
-      "barrier_timeout_s in [{}, {}]",
+      "barrier_timeout_s in [{}, {}]; auth {}, {}",
       options.limits.max_sessions, options.limits.max_vehicles_per_session,
       options.limits.max_ticks_per_step, options.limits.clock_limits.min_barrier_timeout_s,
-      options.limits.clock_limits.max_barrier_timeout_s);
+      options.limits.clock_limits.max_barrier_timeout_s,
+      options.access.mode == pitlane::api::AuthMode::kToken ? "token" : "none",
+      startup->tls ? "TLS" : "plaintext");
   // Plain stdout, for people and for scripts that wait for the port.
   std::fputs(pitlane::app::Banner((*server)->address(), HostName(), options.startup_scenario,
                                   (*server)->startup_session_id())
                  .c_str(),
              stdout);
+  if (startup->admin_token_generated) {
+    // Once, on stdout (never in the logs): the operator's key to every session.
+    std::printf(
+        "Admin token (generated, shown once; pass --admin_token_file to choose one): %s\n",
+        options.admin_token.c_str());
+  }
   std::fflush(stdout);
 
   int signal_number = 0;

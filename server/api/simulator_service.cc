@@ -38,14 +38,17 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
 
 // A unary call: parses the request, runs `handler(request, response)` (an exception ends this
 // call alone, see Guarded) and encodes the response.
+// The caller is authenticated first: a stranger's request is not even parsed.
 template <typename Request, typename Response, typename Handler>
 grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, const grpc::ByteBuffer& raw,
-                                grpc::ByteBuffer* raw_response, Handler&& handler) {
+                                grpc::ByteBuffer* raw_response, const Access& access,
+                                Handler&& handler) {
   const absl::Status status = Guarded([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const Caller caller, access.Authenticate(*context));
     Request request;
     RETURN_IF_ERROR(ParseRequest(raw, request));
     Response response;
-    RETURN_IF_ERROR(handler(&request, &response));
+    RETURN_IF_ERROR(handler(caller, &request, &response));
     RETURN_IF_ERROR(CheckResponseSize(
         response.ByteSizeLong(),
         "ask for less: ListSessions describes sessions without their vehicle and obstacle "
@@ -241,11 +244,20 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
 class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
                            public session::SubscriberTransport {
  public:
-  // `peer`: the client's address, for the audit lines of attach and detach.
+  // `peer`: the client's address, for the audit lines of attach and detach. `caller`: who
+  // calls (an error ends the stream at once); `token_id`: the id of the token it called with
+  // ("" for none), so that revoking the token ends the stream.
   static grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Start(
-      session::SessionManager& sessions, std::string peer) {
-    auto reactor = std::shared_ptr<DriveReactor>(new DriveReactor(sessions, std::move(peer)));
+      SimulatorService& service, std::string peer, absl::StatusOr<Caller> caller,
+      std::string token_id) {
+    auto reactor = std::shared_ptr<DriveReactor>(new DriveReactor(service, std::move(peer)));
     reactor->self_ = reactor;
+    if (!caller.ok()) {
+      reactor->FinishSoon(ToGrpcStatus(caller.status()));
+      return reactor.get();
+    }
+    reactor->caller_ = *std::move(caller);
+    reactor->token_id_ = std::move(token_id);
     reactor->StartRead(&reactor->raw_request_);
     return reactor.get();
   }
@@ -309,6 +321,7 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
     }
     // Attached (a failed attach leaves no subscriber): the controller leaves.
     if (session != nullptr && subscriber != nullptr) {
+      if (!token_id_.empty()) service_.DriveEnded(token_id_, this);
       session->DetachController(subscriber.get());
       Audit(peer_, "controller.detach", {{"session", session->id()}, {"vehicle", vehicle}});
     }
@@ -316,8 +329,8 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   }
 
  private:
-  DriveReactor(session::SessionManager& sessions, std::string peer)
-      : sessions_(sessions), peer_(std::move(peer)) {}
+  DriveReactor(SimulatorService& service, std::string peer)
+      : service_(service), peer_(std::move(peer)) {}
 
   // The first message. On success the session is set and observations flow.
   absl::Status Attach() {
@@ -325,8 +338,8 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
       return absl::InvalidArgumentError("attach: the first message must be attach");
     }
     const v1::DriveAttach& attach = request_.attach();
-    absl::StatusOr<std::shared_ptr<session::Session>> session =
-        sessions_.Find(attach.session_id());
+    absl::StatusOr<std::shared_ptr<session::Session>> session = service_.Authorized(
+        caller_, auth::Need::kDrive, attach.session_id(), attach.vehicle_id());
     if (!session.ok()) return PrefixField("attach", session.status());
     session::DisconnectAction action = session::DisconnectAction::kBrakeToStop;
     switch (attach.on_disconnect()) {
@@ -355,6 +368,9 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
       absl::MutexLock lock(&mu_);
       subscriber_.reset();
       return PrefixField("attach", attached);
+    }
+    if (!token_id_.empty()) {
+      service_.DriveAttached(token_id_, (*session)->id(), attach.vehicle_id(), this);
     }
     Audit(peer_, "controller.attach",
           {{"session", (*session)->id()},
@@ -448,8 +464,10 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
     Finish(std::move(status));
   }
 
-  session::SessionManager& sessions_;
+  SimulatorService& service_;
   const std::string peer_;
+  Caller caller_;         // Set before the first read.
+  std::string token_id_;  // Likewise.
   std::shared_ptr<DriveReactor> self_;
   grpc::ByteBuffer raw_request_;  // The read in flight (reads are sequential).
   v1::DriveRequest request_;      // The last one read, parsed.
@@ -543,9 +561,26 @@ class StepReactor final : public grpc::ServerUnaryReactor {
 grpc::ServerUnaryReactor* SimulatorService::CreateSession(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::CreateSessionRequest, v1::CreateSessionResponse>(
-      context, *raw_request, raw_response,
-      [&](const v1::CreateSessionRequest* request, v1::CreateSessionResponse* response) -> absl::Status {
-    ASSIGN_OR_RETURN(const auto session, CreateFromConfig(request->config()));
+      context, *raw_request, raw_response, access_,
+      [&](const Caller& caller, const v1::CreateSessionRequest* request, v1::CreateSessionResponse* response) -> absl::Status {
+    RETURN_IF_ERROR(access_.Reserve(caller));
+    absl::StatusOr<std::shared_ptr<session::Session>> created = CreateFromConfig(request->config());
+    if (!created.ok()) {
+      access_.Unreserve(caller);
+      return created.status();
+    }
+    const std::shared_ptr<session::Session> session = *std::move(created);
+    access_.Bind(caller, session->id());
+    if (access_.mode() == AuthMode::kToken) {
+      absl::StatusOr<std::vector<auth::Minted>> owner =
+          access_.Mint(caller, {{.role = auth::Role::kOwner, .session_id = session->id()}});
+      if (!owner.ok()) {
+        (void)sessions_.Delete(session->id());
+        return owner.status();
+      }
+      response->set_owner_token(std::move(owner->front().token));
+      response->set_owner_token_id(owner->front().id);
+    }
     const session::SessionDescription description = session->Describe(/*with_vehicles=*/false);
     SessionToProto(description, response->mutable_session());
     Audit(context->peer(), "session.create",
@@ -580,10 +615,13 @@ absl::StatusOr<std::shared_ptr<session::Session>> SimulatorService::CreateFromCo
 grpc::ServerUnaryReactor* SimulatorService::ResetSession(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::ResetSessionRequest, v1::ResetSessionResponse>(
-      context, *raw_request, raw_response,
-      [&](const v1::ResetSessionRequest* request, v1::ResetSessionResponse* response) -> absl::Status {
-    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+      context, *raw_request, raw_response, access_,
+      [&](const Caller& caller, const v1::ResetSessionRequest* request, v1::ResetSessionResponse* response) -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session,
+                     Authorized(caller, auth::Need::kOwn, request->session_id()));
     ASSIGN_OR_RETURN(const auto frame, session->Reset());
+    // Vehicle ids start again at 1: the old drivers' tokens must not drive the new vehicles.
+    access_.tokens().RevokeDrivers(session->id());
     FrameToProto(*frame, response->mutable_state());
     Audit(context->peer(), "session.reset",
           {{"session", session->id()}, {"vehicles", frame->vehicles.size()}});
@@ -598,9 +636,10 @@ grpc::ServerUnaryReactor* SimulatorService::GetSession(grpc::CallbackServerConte
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   std::optional<HeavyReads::Slot> slot;  // Held until the response is encoded.
   return Unary<v1::GetSessionRequest, v1::GetSessionResponse>(
-      context, *raw_request, raw_response,
-      [&](const v1::GetSessionRequest* request, v1::GetSessionResponse* response) -> absl::Status {
-    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+      context, *raw_request, raw_response, access_,
+      [&](const Caller& caller, const v1::GetSessionRequest* request, v1::GetSessionResponse* response) -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session,
+                     Authorized(caller, auth::Need::kRead, request->session_id()));
     const session::Session::Counts counts = session->counts();
     ASSIGN_OR_RETURN(HeavyReads::Slot admitted,
                      heavy_reads_.Admit(counts.vehicles * kVehicleDescriptionBytes +
@@ -614,9 +653,10 @@ grpc::ServerUnaryReactor* SimulatorService::GetSession(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* SimulatorService::ListSessions(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::ListSessionsRequest, v1::ListSessionsResponse>(
-      context, *raw_request, raw_response,
-      [&](const v1::ListSessionsRequest* /*request*/, v1::ListSessionsResponse* response) {
+      context, *raw_request, raw_response, access_,
+      [&](const Caller& caller, const v1::ListSessionsRequest* /*request*/, v1::ListSessionsResponse* response) {
         for (const auto& session : sessions_.List()) {
+          if (!Access::MaySee(caller, session->id())) continue;
           SessionToProto(session->Describe(/*with_vehicles=*/false), response->add_sessions());
         }
         return absl::OkStatus();
@@ -626,8 +666,9 @@ grpc::ServerUnaryReactor* SimulatorService::ListSessions(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* SimulatorService::DeleteSession(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::DeleteSessionRequest, v1::DeleteSessionResponse>(
-      context, *raw_request, raw_response,
-      [&](const v1::DeleteSessionRequest* request, v1::DeleteSessionResponse* response) -> absl::Status {
+      context, *raw_request, raw_response, access_,
+      [&](const Caller& caller, const v1::DeleteSessionRequest* request, v1::DeleteSessionResponse* response) -> absl::Status {
+    RETURN_IF_ERROR(Authorized(caller, auth::Need::kOwn, request->session_id()).status());
     ASSIGN_OR_RETURN(const session::SimTime time, sessions_.Delete(request->session_id()));
     SimTimeToProto(time, response->mutable_time());
     Audit(context->peer(), "session.delete",
@@ -639,19 +680,37 @@ grpc::ServerUnaryReactor* SimulatorService::DeleteSession(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* SimulatorService::SpawnVehicle(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::SpawnVehicleRequest, v1::SpawnVehicleResponse>(
-      context, *raw_request, raw_response,
-      [&](const v1::SpawnVehicleRequest* request, v1::SpawnVehicleResponse* response) -> absl::Status {
-    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+      context, *raw_request, raw_response, access_,
+      [&](const Caller& caller, const v1::SpawnVehicleRequest* request, v1::SpawnVehicleResponse* response) -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session,
+                     Authorized(caller, auth::Need::kOwn, request->session_id()));
     const int count = request->vehicles_size();
     if (count < 1 || count > kMaxSpawnsPerCall) {
       return absl::InvalidArgumentError(absl::StrCat(
           "vehicles: must hold 1 to ", kMaxSpawnsPerCall, " specs, got ", count));
     }
+    if (request->driver_tokens()) RETURN_IF_ERROR(CheckTokensFit(session->id(), count));
     ASSIGN_OR_RETURN(const std::vector<sim::VehicleSpec> specs,
                      VehicleSpecsFromProto(request->vehicles(), session->config().route_names));
     auto ids = session->SpawnVehicles(specs);
     if (!ids.ok()) return InField("vehicles", ids.status());
     response->mutable_vehicle_ids()->Add(ids->begin(), ids->end());
+    if (request->driver_tokens()) {
+      std::vector<auth::Grant> grants;
+      grants.reserve(ids->size());
+      for (const sim::VehicleId id : *ids) {
+        grants.push_back({.role = auth::Role::kDriver, .session_id = session->id(), .vehicle_id = id});
+      }
+      absl::StatusOr<std::vector<auth::Minted>> minted = access_.Mint(caller, std::move(grants));
+      if (!minted.ok()) {  // Other tokens took the room since the check: all or none.
+        for (const sim::VehicleId id : *ids) (void)session->RemoveVehicle(id);
+        return minted.status();
+      }
+      for (auth::Minted& token : *minted) {
+        response->add_driver_tokens(std::move(token.token));
+        response->add_driver_token_ids(token.id);
+      }
+    }
     SimTimeToProto(session->Now(), response->mutable_time());
     Audit(context->peer(), "vehicles.spawn",
           {{"session", session->id()},
@@ -665,10 +724,12 @@ grpc::ServerUnaryReactor* SimulatorService::SpawnVehicle(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* SimulatorService::RemoveVehicle(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::RemoveVehicleRequest, v1::RemoveVehicleResponse>(
-      context, *raw_request, raw_response,
-      [&](const v1::RemoveVehicleRequest* request, v1::RemoveVehicleResponse* response) -> absl::Status {
-    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+      context, *raw_request, raw_response, access_,
+      [&](const Caller& caller, const v1::RemoveVehicleRequest* request, v1::RemoveVehicleResponse* response) -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session,
+                     Authorized(caller, auth::Need::kOwn, request->session_id()));
     RETURN_IF_ERROR(session->RemoveVehicle(request->vehicle_id()));
+    access_.tokens().RevokeVehicle(session->id(), request->vehicle_id());
     SimTimeToProto(session->Now(), response->mutable_time());
     Audit(context->peer(), "vehicles.remove",
           {{"session", session->id()}, {"vehicle", request->vehicle_id()}});
@@ -679,9 +740,10 @@ grpc::ServerUnaryReactor* SimulatorService::RemoveVehicle(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* SimulatorService::AddObstacle(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::AddObstacleRequest, v1::AddObstacleResponse>(
-      context, *raw_request, raw_response,
-      [&](const v1::AddObstacleRequest* request, v1::AddObstacleResponse* response) -> absl::Status {
-    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+      context, *raw_request, raw_response, access_,
+      [&](const Caller& caller, const v1::AddObstacleRequest* request, v1::AddObstacleResponse* response) -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session,
+                     Authorized(caller, auth::Need::kOwn, request->session_id()));
     const int count = request->obstacles_size();
     if (count < 1 || count > kMaxObstaclesPerCall) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -708,9 +770,10 @@ grpc::ServerUnaryReactor* SimulatorService::AddObstacle(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* SimulatorService::RemoveObstacle(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::RemoveObstacleRequest, v1::RemoveObstacleResponse>(
-      context, *raw_request, raw_response,
-      [&](const v1::RemoveObstacleRequest* request, v1::RemoveObstacleResponse* response) -> absl::Status {
-    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+      context, *raw_request, raw_response, access_,
+      [&](const Caller& caller, const v1::RemoveObstacleRequest* request, v1::RemoveObstacleResponse* response) -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session,
+                     Authorized(caller, auth::Need::kOwn, request->session_id()));
     RETURN_IF_ERROR(session->RemoveObstacle(request->obstacle_id()));
     SimTimeToProto(session->Now(), response->mutable_time());
     Audit(context->peer(), "obstacles.remove",
@@ -722,13 +785,24 @@ grpc::ServerUnaryReactor* SimulatorService::RemoveObstacle(grpc::CallbackServerC
 grpc::ServerUnaryReactor* SimulatorService::SetControls(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::SetControlsRequest, v1::SetControlsResponse>(
-      context, *raw_request, raw_response,
-      [&](const v1::SetControlsRequest* request, v1::SetControlsResponse* response) -> absl::Status {
-    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+      context, *raw_request, raw_response, access_,
+      [&](const Caller& caller, const v1::SetControlsRequest* request, v1::SetControlsResponse* response) -> absl::Status {
+    // A driver sets its own vehicle's controls only; an owner any.
+    ASSIGN_OR_RETURN(const auto session,
+                     Authorized(caller, auth::Need::kDrive, request->session_id(),
+                                request->controls().empty()
+                                    ? std::nullopt
+                                    : std::optional<std::uint64_t>(request->controls(0).vehicle_id())));
     if (request->controls_size() > kMaxControlsPerCall) {
       return absl::InvalidArgumentError(absl::StrCat("controls: at most ", kMaxControlsPerCall,
                                                      " per call, got ",
                                                      request->controls_size()));
+    }
+    for (int i = 1; i < request->controls_size(); ++i) {
+      RETURN_IF_ERROR(PrefixField(
+          absl::StrCat("controls[", i, "]"),
+          Access::Check(caller, auth::Need::kDrive, session->id(),
+                        request->controls(i).vehicle_id(), absl::OkStatus())));
     }
     std::vector<sim::VehicleInput> inputs;
     inputs.reserve(request->controls_size());
@@ -746,11 +820,14 @@ grpc::ServerUnaryReactor* SimulatorService::SetControls(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* SimulatorService::Step(grpc::CallbackServerContext* context,
                                                  const grpc::ByteBuffer* raw_request,
                                                  grpc::ByteBuffer* raw_response) {
+  absl::StatusOr<Caller> caller = access_.Authenticate(*context);
+  if (!caller.ok()) return FinishUnary(context, caller.status());
   v1::StepRequest request;
   if (absl::Status parsed = ParseRequest(*raw_request, request); !parsed.ok()) {
     return FinishUnary(context, parsed);
   }
-  absl::StatusOr<std::shared_ptr<session::Session>> session = sessions_.Find(request.session_id());
+  absl::StatusOr<std::shared_ptr<session::Session>> session =
+      Authorized(*caller, auth::Need::kOwn, request.session_id());
   if (!session.ok()) return FinishUnary(context, session.status());
   return StepReactor::Start(*std::move(session), request, raw_response);
 }
@@ -758,9 +835,10 @@ grpc::ServerUnaryReactor* SimulatorService::Step(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* SimulatorService::SetClock(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::SetClockRequest, v1::SetClockResponse>(
-      context, *raw_request, raw_response,
-      [&](const v1::SetClockRequest* request, v1::SetClockResponse* response) -> absl::Status {
-    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+      context, *raw_request, raw_response, access_,
+      [&](const Caller& caller, const v1::SetClockRequest* request, v1::SetClockResponse* response) -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session,
+                     Authorized(caller, auth::Need::kOwn, request->session_id()));
     session::ClockUpdate update;
     if (request->has_clock_mode()) {
       ASSIGN_OR_RETURN(update.mode, ClockModeFromProto(request->clock_mode()));
@@ -788,9 +866,10 @@ grpc::ServerUnaryReactor* SimulatorService::GetState(grpc::CallbackServerContext
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   std::optional<HeavyReads::Slot> slot;  // Held until the response is encoded.
   return Unary<v1::GetStateRequest, v1::GetStateResponse>(
-      context, *raw_request, raw_response,
-      [&](const v1::GetStateRequest* request, v1::GetStateResponse* response) -> absl::Status {
-    ASSIGN_OR_RETURN(const auto session, sessions_.Find(request->session_id()));
+      context, *raw_request, raw_response, access_,
+      [&](const Caller& caller, const v1::GetStateRequest* request, v1::GetStateResponse* response) -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session,
+                     Authorized(caller, auth::Need::kRead, request->session_id()));
     // Admitted before the frame is copied.
     const session::Session::Counts counts = session->counts();
     ASSIGN_OR_RETURN(HeavyReads::Slot admitted,
@@ -805,13 +884,15 @@ grpc::ServerUnaryReactor* SimulatorService::GetState(grpc::CallbackServerContext
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* SimulatorService::StreamStates(
-    grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* raw_request) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request) {
   // A reactor that only reports an error.
   class Failed : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
    public:
     explicit Failed(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
     void OnDone() override { delete this; }
   };
+  absl::StatusOr<Caller> caller = access_.Authenticate(*context);
+  if (!caller.ok()) return new Failed(caller.status());
   v1::StreamStatesRequest request;
   if (absl::Status parsed = ParseRequest(*raw_request, request); !parsed.ok()) {
     return new Failed(parsed);
@@ -839,7 +920,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* SimulatorService::StreamStates(
   options.vehicle_ids.erase(std::unique(options.vehicle_ids.begin(), options.vehicle_ids.end()),
                             options.vehicle_ids.end());
   absl::StatusOr<std::shared_ptr<session::Session>> session =
-      sessions_.Find(request.session_id());
+      Authorized(*caller, auth::Need::kRead, request.session_id());
   if (!session.ok()) return new Failed(session.status());
   std::shared_ptr<FrameEncoder> encoder = EncoderFor(**session);
   return StateStreamReactor::Start(*std::move(session), std::move(options), std::move(encoder));
@@ -860,7 +941,159 @@ std::shared_ptr<FrameEncoder> SimulatorService::EncoderFor(const session::Sessio
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SimulatorService::Drive(
     grpc::CallbackServerContext* context) {
-  return DriveReactor::Start(sessions_, context->peer());
+  return DriveReactor::Start(*this, context->peer(), access_.Authenticate(*context),
+                             access_.TokenIdOf(*context));
+}
+
+void SimulatorService::DriveAttached(const std::string& token_id, const std::string& session_id,
+                                     std::uint64_t vehicle_id, const void* stream) {
+  absl::MutexLock lock(&drives_mu_);
+  drives_[token_id].push_back(
+      {.session_id = session_id, .vehicle_id = vehicle_id, .stream = stream});
+}
+
+void SimulatorService::DriveEnded(const std::string& token_id, const void* stream) {
+  absl::MutexLock lock(&drives_mu_);
+  const auto it = drives_.find(token_id);
+  if (it == drives_.end()) return;
+  std::erase_if(it->second, [stream](const AttachedDrive& d) { return d.stream == stream; });
+  if (it->second.empty()) drives_.erase(it);
+}
+
+absl::StatusOr<std::shared_ptr<session::Session>> SimulatorService::Authorized(
+    const Caller& caller, auth::Need need, absl::string_view id,
+    std::optional<std::uint64_t> vehicle_id) {
+  if (id.empty()) return absl::InvalidArgumentError("session_id: required");
+  RETURN_IF_ERROR(Access::Check(caller, need, id, vehicle_id, session::NoSuchSession(id)));
+  return sessions_.Find(id);
+}
+
+absl::Status SimulatorService::CheckTokensFit(absl::string_view session_id,
+                                              std::size_t count) const {
+  if (access_.mode() != AuthMode::kToken) {
+    return absl::FailedPreconditionError(
+        "driver_tokens: this server does not use tokens (--auth=none); anyone may drive");
+  }
+  const std::size_t max = access_.options().max_tokens_per_session;
+  const std::size_t live = access_.tokens().live(session_id);
+  if (live + count > max) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "driver_tokens: the session holds ", live, " live tokens and may hold ", max,
+        " (--max_tokens_per_session); revoke some with RevokeToken or spawn fewer"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// The id a RevokeToken names: "tok_" and 16 hexadecimal digits.
+absl::Status CheckTokenId(absl::string_view token_id) {
+  bool ok = token_id.size() == 20 && absl::StartsWith(token_id, "tok_");
+  for (const char c : token_id.substr(std::min<std::size_t>(4, token_id.size()))) {
+    ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "token_id: must be \"tok_\" and 16 hexadecimal digits, as MintToken returns");
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* SimulatorService::MintToken(grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::MintTokenRequest, v1::MintTokenResponse>(
+      context, *raw_request, raw_response, access_,
+      [&](const Caller& caller, const v1::MintTokenRequest* request, v1::MintTokenResponse* response) -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session,
+                     Authorized(caller, auth::Need::kOwn, request->session_id()));
+    if (access_.mode() != AuthMode::kToken) {
+      return absl::FailedPreconditionError(
+          "this server does not use tokens (--auth=none): every client may do everything");
+    }
+    auth::Grant grant{.session_id = session->id()};
+    switch (request->role()) {
+      case v1::TOKEN_ROLE_OWNER:
+        grant.role = auth::Role::kOwner;
+        break;
+      case v1::TOKEN_ROLE_DRIVER:
+        grant.role = auth::Role::kDriver;
+        grant.vehicle_id = request->vehicle_id();
+        RETURN_IF_ERROR(session->CheckVehicle(request->vehicle_id()));
+        break;
+      case v1::TOKEN_ROLE_VIEWER:
+        grant.role = auth::Role::kViewer;
+        break;
+      default:
+        return absl::InvalidArgumentError(absl::StrCat(
+            "role: must be TOKEN_ROLE_OWNER, TOKEN_ROLE_DRIVER or TOKEN_ROLE_VIEWER, got ",
+            request->role()));
+    }
+    if (grant.role != auth::Role::kDriver && request->vehicle_id() != 0) {
+      return absl::InvalidArgumentError(
+          "vehicle_id: only a driver token names a vehicle; leave it 0 (unset)");
+    }
+    ASSIGN_OR_RETURN(std::vector<auth::Minted> minted, access_.Mint(caller, {grant}));
+    response->set_token(std::move(minted.front().token));
+    response->set_token_id(minted.front().id);
+    Audit(context->peer(), "token.mint",
+          {{"session", session->id()},
+           {"role", auth::RoleName(grant.role)},
+           {"vehicle", grant.vehicle_id},
+           {"token_id", response->token_id()}});
+    return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* SimulatorService::RevokeToken(grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::RevokeTokenRequest, v1::RevokeTokenResponse>(
+      context, *raw_request, raw_response, access_,
+      [&](const Caller& caller, const v1::RevokeTokenRequest* request, v1::RevokeTokenResponse* /*response*/) -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session,
+                     Authorized(caller, auth::Need::kOwn, request->session_id()));
+    if (access_.mode() != AuthMode::kToken) {
+      return absl::FailedPreconditionError(
+          "this server does not use tokens (--auth=none): there is nothing to revoke");
+    }
+    RETURN_IF_ERROR(CheckTokenId(request->token_id()));
+    if (!access_.tokens().RevokeById(session->id(), request->token_id())) {
+      return absl::NotFoundError(absl::StrCat("token_id: no live token ", request->token_id(),
+                                              " in session ", session->id()));
+    }
+    // The Drive streams attached with it end.
+    std::vector<AttachedDrive> attached;
+    {
+      absl::MutexLock lock(&drives_mu_);
+      const auto it = drives_.find(request->token_id());
+      if (it != drives_.end()) attached = it->second;
+    }
+    for (const AttachedDrive& drive : attached) {
+      (void)session->DetachVehicleController(
+          drive.vehicle_id,
+          absl::UnauthenticatedError("authorization: this controller's token was revoked"));
+    }
+    Audit(context->peer(), "token.revoke",
+          {{"session", session->id()}, {"token_id", request->token_id()}});
+    return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* SimulatorService::DetachController(grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::DetachControllerRequest, v1::DetachControllerResponse>(
+      context, *raw_request, raw_response, access_,
+      [&](const Caller& caller, const v1::DetachControllerRequest* request, v1::DetachControllerResponse* response) -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session,
+                     Authorized(caller, auth::Need::kOwn, request->session_id()));
+    ASSIGN_OR_RETURN(const session::SimTime time,
+                     session->DetachVehicleController(
+                         request->vehicle_id(),
+                         absl::AbortedError("the session's owner detached this controller")));
+    SimTimeToProto(time, response->mutable_time());
+    Audit(context->peer(), "controller.detach",
+          {{"session", session->id()}, {"vehicle", request->vehicle_id()}, {"by", "owner"}});
+    return absl::OkStatus();
+      });
 }
 
 }  // namespace pitlane::api

@@ -7,12 +7,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "pitlane/v1/simulator.grpc.pb.h"
+#include "server/api/access.h"
 #include "server/api/frame_encoder.h"
 #include "server/api/wire.h"
 #include "server/session/session_manager.h"
@@ -47,7 +50,10 @@ using RawSimulatorService =
     S::WithRawCallbackMethod_SetClock<
     S::WithRawCallbackMethod_GetState<
     S::WithRawCallbackMethod_StreamStates<
-    S::Service>>>>>>>>>>>>>>>;
+    S::WithRawCallbackMethod_MintToken<
+    S::WithRawCallbackMethod_RevokeToken<
+    S::WithRawCallbackMethod_DetachController<
+    S::Service>>>>>>>>>>>>>>>>>>;
 }  // namespace raw_methods
 
 class SimulatorService final : public raw_methods::RawSimulatorService {
@@ -55,8 +61,13 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   // `sessions` must outlive the service and the server it is registered with.
   // `scenario_dir`: where CreateSession looks for scenarios beside the shipped ones ("" for
   // none).
-  SimulatorService(session::SessionManager& sessions, std::string scenario_dir)
-      : sessions_(sessions), scenario_dir_(std::move(scenario_dir)) {}
+  // `access` (not owned; null: --auth=none) decides who may do what.
+  SimulatorService(session::SessionManager& sessions, std::string scenario_dir,
+                   Access* access = nullptr)
+      : owned_access_(access == nullptr ? std::make_unique<Access>(AccessOptions{}) : nullptr),
+        access_(access != nullptr ? *access : *owned_access_),
+        sessions_(sessions),
+        scenario_dir_(std::move(scenario_dir)) {}
 
   // A session from a config as CreateSession takes it (the scenario merged in first). Errors
   // name the field under "config".
@@ -106,8 +117,38 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
       grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Drive(
       grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* MintToken(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* RevokeToken(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* DetachController(grpc::CallbackServerContext* context,
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) override;
+
+  // The session `id` for `caller` to do what `need` says (on `vehicle_id`, for kDrive):
+  // InvalidArgument for an empty id; NotFound for a session the caller may not see, exactly
+  // as for one that does not exist; PermissionDenied naming the role needed.
+  absl::StatusOr<std::shared_ptr<session::Session>> Authorized(
+      const Caller& caller, auth::Need need, absl::string_view id,
+      std::optional<std::uint64_t> vehicle_id = std::nullopt);
+
+  // The Drive streams attached with each token, so that revoking it ends them.
+  void DriveAttached(const std::string& token_id, const std::string& session_id,
+                     std::uint64_t vehicle_id, const void* stream);
+  void DriveEnded(const std::string& token_id, const void* stream);
+
+  // Whether `count` more tokens fit in the session (SpawnVehicle's driver_tokens).
+  absl::Status CheckTokensFit(absl::string_view session_id, std::size_t count) const;
 
  private:
+  struct AttachedDrive {
+    std::string session_id;
+    std::uint64_t vehicle_id;
+    const void* stream;  // Identifies the stream's registration.
+  };
+
   // Rough encoded sizes, for HeavyReads: a vehicle's state, a vehicle's description (spec
   // and state), an obstacle, a contact.
   static constexpr std::size_t kVehicleStateBytes = 120;
@@ -119,8 +160,12 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   // The encoder the streams of `session` share.
   std::shared_ptr<FrameEncoder> EncoderFor(const session::Session& session);
 
+  const std::unique_ptr<Access> owned_access_;
+  Access& access_;
   session::SessionManager& sessions_;
   const std::string scenario_dir_;
+  absl::Mutex drives_mu_;
+  absl::flat_hash_map<std::string, std::vector<AttachedDrive>> drives_ ABSL_GUARDED_BY(drives_mu_);
   absl::Mutex encoders_mu_;
   // Per session streamed: an encoder alive while a stream of the session holds it.
   absl::flat_hash_map<const session::Session*, std::weak_ptr<FrameEncoder>> encoders_

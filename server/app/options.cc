@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <fstream>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -9,6 +11,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/match.h"
+#include "server/api/access.h"
+#include "server/auth/tokens.h"
 #include "server/util/status_macros.h"
 
 namespace pitlane::app {
@@ -82,6 +88,125 @@ absl::Status CheckBarrierTimeouts(double min_s, double max_s) {
   return absl::OkStatus();
 }
 
+// The contents of a small file a flag names (a token, a PEM certificate or key).
+absl::StatusOr<std::string> ReadFlagFile(absl::string_view flag, const std::string& path) {
+  constexpr std::size_t kMaxBytes = 1 << 20;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": cannot read \"",
+                                                   absl::CHexEscape(path), "\""));
+  }
+  std::string contents(kMaxBytes + 1, '\0');
+  in.read(contents.data(), static_cast<std::streamsize>(contents.size()));
+  contents.resize(static_cast<std::size_t>(in.gcount()));
+  if (contents.size() > kMaxBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": \"", absl::CHexEscape(path), "\" is larger than 1 MiB"));
+  }
+  return contents;
+}
+
+// The admin token from --admin_token_file or the environment, checked (never echoed).
+absl::StatusOr<std::string> AdminToken(const FlagValues& flags) {
+  std::string token;
+  absl::string_view source;
+  if (!flags.admin_token_file.empty()) {
+    ASSIGN_OR_RETURN(token, ReadFlagFile("admin_token_file", flags.admin_token_file));
+    source = "--admin_token_file";
+  } else {
+    token = flags.admin_token_env;
+    source = kAdminTokenEnv;
+  }
+  token = std::string(absl::StripAsciiWhitespace(token));
+  if (token.empty() && flags.admin_token_file.empty()) return token;
+  if (!auth::LooksLikeToken(token)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": the admin token must be \"", auth::kTokenPrefix, "\" and ",
+        auth::kTokenRandomChars,
+        " characters of a-z and 2-7 (make one with pitlane-server --new_token)"));
+  }
+  return token;
+}
+
+// TLS credentials from the PEM files, or null for plaintext.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsCredentials(const FlagValues& flags) {
+  if (flags.tls_cert_file.empty() != flags.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert_file and --tls_key_file: give both (a certificate and its private key) or "
+        "neither");
+  }
+  if (flags.tls_cert_file.empty()) {
+    if (!flags.tls_client_ca_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls_client_ca_file: needs --tls_cert_file and --tls_key_file (mutual TLS is TLS)");
+    }
+    return nullptr;
+  }
+  grpc::SslServerCredentialsOptions ssl;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  ASSIGN_OR_RETURN(pair.cert_chain, ReadFlagFile("tls_cert_file", flags.tls_cert_file));
+  ASSIGN_OR_RETURN(pair.private_key, ReadFlagFile("tls_key_file", flags.tls_key_file));
+  for (const auto& [flag, pem] : {std::pair<absl::string_view, const std::string*>{
+                                      "tls_cert_file", &pair.cert_chain},
+                                  {"tls_key_file", &pair.private_key}}) {
+    if (!absl::StrContains(*pem, "-----BEGIN ")) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": not a PEM file"));
+    }
+  }
+  ssl.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!flags.tls_client_ca_file.empty()) {
+    ASSIGN_OR_RETURN(ssl.pem_root_certs,
+                     ReadFlagFile("tls_client_ca_file", flags.tls_client_ca_file));
+    if (!absl::StrContains(ssl.pem_root_certs, "-----BEGIN CERTIFICATE")) {
+      return absl::InvalidArgumentError("--tls_client_ca_file: not a PEM certificate file");
+    }
+    ssl.client_certificate_request =
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+// --auth and its admin token, into `options`.
+absl::Status ResolveAuth(const FlagValues& flags, StartupOptions& options) {
+  ASSIGN_OR_RETURN(std::string admin_token, AdminToken(flags));
+  const bool loopback = api::IsLoopbackAddress(flags.listen);
+  api::AuthMode mode;
+  if (flags.auth == "token") {
+    mode = api::AuthMode::kToken;
+  } else if (flags.auth == "none") {
+    mode = api::AuthMode::kNone;
+  } else if (flags.auth == "auto") {
+    mode = loopback && admin_token.empty() ? api::AuthMode::kNone : api::AuthMode::kToken;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--auth: must be auto, token or none, got \"", absl::CHexEscape(flags.auth), "\""));
+  }
+  if (mode == api::AuthMode::kNone) {
+    if (!admin_token.empty()) {
+      return absl::InvalidArgumentError(
+          "--auth=none: an admin token was given (--admin_token_file or PITLANE_ADMIN_TOKEN) but "
+          "tokens are not checked; use --auth=token");
+    }
+    if (!loopback && !flags.allow_unauthenticated_remote_access &&
+        flags.tls_client_ca_file.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--auth=none: --listen=", flags.listen,
+          " is reachable from other machines, and without tokens anyone there may control or "
+          "delete every session; use --auth=token (the default), or add "
+          "--allow_unauthenticated_remote_access if that is what you want"));
+    }
+  }
+  options.server.access.mode = mode;
+  if (mode == api::AuthMode::kToken) {
+    if (admin_token.empty()) {
+      ASSIGN_OR_RETURN(admin_token, auth::NewToken());
+      options.admin_token_generated = true;
+    }
+    options.server.admin_token = std::move(admin_token);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckListenAddress(absl::string_view address) {
@@ -128,6 +253,10 @@ absl::StatusOr<StartupOptions> OptionsFromFlags(const FlagValues& flags, unsigne
       CheckFlagRange("worker_threads", flags.worker_threads, kWorkerThreadsMin, kWorkerThreadsMax));
   RETURN_IF_ERROR(CheckIdleTimeout(flags.session_idle_timeout_s));
   RETURN_IF_ERROR(CheckBarrierTimeouts(flags.min_barrier_timeout_s, flags.max_barrier_timeout_s));
+  RETURN_IF_ERROR(CheckFlagRange("max_sessions_per_client", flags.max_sessions_per_client,
+                                 kMaxSessionsPerClientMin, kMaxSessionsPerClientMax));
+  RETURN_IF_ERROR(CheckFlagRange("max_tokens_per_session", flags.max_tokens_per_session,
+                                 kMaxTokensPerSessionMin, kMaxTokensPerSessionMax));
 
   StartupOptions options;
   ASSIGN_OR_RETURN(options.log_level, LogLevelFromFlag(flags.log_level));
@@ -152,6 +281,11 @@ absl::StatusOr<StartupOptions> OptionsFromFlags(const FlagValues& flags, unsigne
   server.worker_threads = static_cast<int>(std::clamp<std::int64_t>(workers, 1, kWorkerThreadsMax));
   server.scenario_dir = flags.scenario_dir;
   server.startup_scenario = flags.scenario;
+  server.access.max_sessions_per_client = static_cast<std::uint32_t>(flags.max_sessions_per_client);
+  server.access.max_tokens_per_session = static_cast<std::uint32_t>(flags.max_tokens_per_session);
+  RETURN_IF_ERROR(ResolveAuth(flags, options));
+  ASSIGN_OR_RETURN(server.credentials, TlsCredentials(flags));
+  options.tls = server.credentials != nullptr;
   return options;
 }
 

@@ -62,16 +62,41 @@ struct FlagValues {
   double max_barrier_timeout_s = session::kMaxBarrierTimeout_s;
   std::string scenario;
   std::string scenario_dir;
+  std::string auth = "auto";
+  std::string admin_token_file;
+  // The environment's PITLANE_ADMIN_TOKEN (main.cc reads it); used when no file is given.
+  std::string admin_token_env;
+  bool allow_unauthenticated_remote_access = false;
+  std::int64_t max_sessions_per_client = 32;
+  std::int64_t max_tokens_per_session = 10'000;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
 };
+
+inline constexpr std::int64_t kMaxSessionsPerClientMin = 1;
+inline constexpr std::int64_t kMaxSessionsPerClientMax = 100'000;
+inline constexpr std::int64_t kMaxTokensPerSessionMin = 1;
+inline constexpr std::int64_t kMaxTokensPerSessionMax = 1'000'000;
+// The environment variable that may hold the admin token.
+inline constexpr char kAdminTokenEnv[] = "PITLANE_ADMIN_TOKEN";
 
 // The checked command line: what the server and the logger are started with.
 struct StartupOptions {
   ServerOptions server;
   spdlog::level::level_enum log_level = spdlog::level::info;
   LogFormat log_format = LogFormat::kText;
+  // --auth=token without an admin token given: server.admin_token was generated here, and
+  // main.cc prints it once.
+  bool admin_token_generated = false;
+  // Whether the port serves TLS (server.credentials).
+  bool tls = false;
 };
 
-// Checks every flag and converts them. `cpu_cores` (std::thread::hardware_concurrency(), which
+// Checks every flag and converts them; reads the admin token and TLS files they name.
+// --auth=auto is token when --listen is not a loopback address or an admin token is given,
+// none otherwise; --auth=none on a non-loopback address needs
+// --allow_unauthenticated_remote_access (or clients authenticated by --tls_client_ca_file). `cpu_cores` (std::thread::hardware_concurrency(), which
 // may be 0 when unknown) sizes worker_threads = 0. InvalidArgument naming the flag and its
 // allowed range, e.g. "--max_sessions: must be in [1, 100000], got 0", for the first flag out
 // of range.

@@ -12,8 +12,10 @@ namespace pitlane::app {
 Server::Server(const ServerOptions& options)
     : scheduler_(options.clock != nullptr ? options.clock : &steady_clock_,
                  options.worker_threads),
-      sessions_(options.limits, &scheduler_),
-      service_(sessions_, options.scenario_dir) {}
+      access_(options.access),
+      sessions_(options.limits, &scheduler_,
+                [this](absl::string_view id) { access_.SessionGone(id); }),
+      service_(sessions_, options.scenario_dir, &access_) {}
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const ServerOptions& options, const std::vector<grpc::Service*>& extra_services) {
@@ -26,6 +28,18 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
 
   std::unique_ptr<Server> server(new Server(options));
+  if (options.access.mode == api::AuthMode::kToken) {
+    if (options.admin_token.empty()) {
+      return absl::InvalidArgumentError("an admin token is needed with --auth=token");
+    }
+    // The error names the rule, never the token.
+    if (absl::Status added = server->access_.tokens().Add(options.admin_token,
+                                                          {.role = auth::Role::kAdmin});
+        !added.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the admin token is not a Pitlane token: ", added.message()));
+    }
+  }
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.listen_address,
@@ -44,7 +58,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   if (server->server_ == nullptr || port == 0) {
     return absl::UnavailableError(
         absl::StrCat("--listen: cannot listen on \"", options.listen_address,
-                     "\": the port is in use or the host is not an address of this machine"));
+                     "\": the port is in use or the host is not an address of this machine",
+                     options.credentials != nullptr
+                         ? ", or the TLS certificate and key cannot be used (--tls_cert_file "
+                           "and --tls_key_file must be a matching PEM pair)"
+                         : ""));
   }
   server->port_ = port;
   const std::string& listen = options.listen_address;

@@ -41,6 +41,10 @@ struct ServerOptions {
   std::string scenario_dir;
   // A scenario to create a session from at start ("" for none), e.g. "demo".
   std::string startup_scenario;
+  // Who may do what (--auth, --max_sessions_per_client, --max_tokens_per_session).
+  api::AccessOptions access;
+  // With AuthMode::kToken: the admin token (auth::LooksLikeToken form). Never logged.
+  std::string admin_token;
 };
 
 class Server {
@@ -71,6 +75,7 @@ class Server {
 
   session::SteadyClock steady_clock_;
   session::Scheduler scheduler_;  // Before sessions_: sessions hold it.
+  api::Access access_;            // Before sessions_: it is told of deleted sessions.
   session::SessionManager sessions_;
   api::SimulatorService service_;
   std::unique_ptr<grpc::Server> server_;

@@ -4,10 +4,13 @@
 #include <openssl/sha.h>
 
 #include <cstring>
+#include <limits>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/util/random_bytes.h"
+#include "server/util/status_macros.h"
 
 namespace pitlane::auth {
 
@@ -65,6 +68,16 @@ bool SameDigest(const Digest& a, const Digest& b) {
   return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
+std::string TokenId(const Digest& digest) {
+  constexpr char kHex[] = "0123456789abcdef";
+  std::string id = "tok_";
+  for (std::size_t i = 0; i < 8; ++i) {
+    id.push_back(kHex[digest[i] >> 4]);
+    id.push_back(kHex[digest[i] & 0xF]);
+  }
+  return id;
+}
+
 std::size_t TokenStore::DigestHash::operator()(const Digest& digest) const {
   // The digest is uniformly distributed already: its first bytes make a fine hash.
   std::size_t hash;
@@ -72,12 +85,55 @@ std::size_t TokenStore::DigestHash::operator()(const Digest& digest) const {
   return hash;
 }
 
+void TokenStore::InsertLocked(const Digest& digest, const Grant& grant) {
+  const auto [it, inserted] = grants_.insert_or_assign(digest, grant);
+  if (inserted && grant.role != Role::kAdmin) ++per_session_[grant.session_id];
+}
+
+template <typename Predicate>
+std::size_t TokenStore::EraseIfLocked(Predicate revoked) {
+  return absl::erase_if(grants_, [&](const auto& entry) {
+    if (!revoked(entry.first, entry.second)) return false;
+    if (entry.second.role != Role::kAdmin) {
+      const auto count = per_session_.find(entry.second.session_id);
+      if (count != per_session_.end() && --count->second == 0) per_session_.erase(count);
+    }
+    return true;
+  });
+}
+
 absl::StatusOr<std::string> TokenStore::Mint(const Grant& grant) {
-  absl::StatusOr<std::string> token = NewToken();
-  if (!token.ok()) return token.status();
+  ASSIGN_OR_RETURN(std::vector<Minted> minted,
+                   MintAll({grant}, std::numeric_limits<std::size_t>::max()));
+  return std::move(minted.front().token);
+}
+
+absl::StatusOr<std::vector<Minted>> TokenStore::MintAll(const std::vector<Grant>& grants,
+                                                        std::size_t max_per_session) {
+  std::vector<Minted> minted;
+  std::vector<Digest> digests;
+  minted.reserve(grants.size());
+  digests.reserve(grants.size());
+  for (std::size_t i = 0; i < grants.size(); ++i) {
+    ASSIGN_OR_RETURN(std::string token, NewToken());
+    digests.push_back(DigestOf(token));
+    minted.push_back({.token = std::move(token), .id = TokenId(digests.back())});
+  }
   absl::MutexLock lock(&mu_);
-  grants_[DigestOf(*token)] = grant;
-  return token;
+  absl::flat_hash_map<absl::string_view, std::size_t> adding;
+  for (const Grant& grant : grants) {
+    if (grant.role == Role::kAdmin) continue;
+    const auto live = per_session_.find(grant.session_id);
+    const std::size_t after =
+        ++adding[grant.session_id] + (live == per_session_.end() ? 0 : live->second);
+    if (after > max_per_session) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "a session holds at most ", max_per_session,
+          " live tokens (--max_tokens_per_session); revoke some with RevokeToken"));
+    }
+  }
+  for (std::size_t i = 0; i < grants.size(); ++i) InsertLocked(digests[i], grants[i]);
+  return minted;
 }
 
 absl::Status TokenStore::Add(absl::string_view token, const Grant& grant) {
@@ -87,7 +143,7 @@ absl::Status TokenStore::Add(absl::string_view token, const Grant& grant) {
         " characters of a-z and 2-7"));
   }
   absl::MutexLock lock(&mu_);
-  grants_[DigestOf(token)] = grant;
+  InsertLocked(DigestOf(token), grant);
   return absl::OkStatus();
 }
 
@@ -108,28 +164,50 @@ absl::StatusOr<Grant> TokenStore::Check(absl::string_view token) const {
 
 bool TokenStore::Revoke(absl::string_view token) {
   if (!LooksLikeToken(token)) return false;
+  const Digest digest = DigestOf(token);
   absl::MutexLock lock(&mu_);
-  return grants_.erase(DigestOf(token)) > 0;
+  return EraseIfLocked([&](const Digest& d, const Grant&) { return d == digest; }) > 0;
+}
+
+bool TokenStore::RevokeById(absl::string_view session_id, absl::string_view token_id) {
+  absl::MutexLock lock(&mu_);
+  return EraseIfLocked([&](const Digest& digest, const Grant& grant) {
+           return grant.role != Role::kAdmin && grant.session_id == session_id &&
+                  TokenId(digest) == token_id;
+         }) > 0;
 }
 
 std::size_t TokenStore::RevokeSession(absl::string_view session_id) {
   absl::MutexLock lock(&mu_);
-  return absl::erase_if(grants_, [&](const auto& entry) {
-    return entry.second.role != Role::kAdmin && entry.second.session_id == session_id;
+  return EraseIfLocked([&](const Digest&, const Grant& grant) {
+    return grant.role != Role::kAdmin && grant.session_id == session_id;
   });
 }
 
 std::size_t TokenStore::RevokeVehicle(absl::string_view session_id, std::uint64_t vehicle_id) {
   absl::MutexLock lock(&mu_);
-  return absl::erase_if(grants_, [&](const auto& entry) {
-    return entry.second.role == Role::kDriver && entry.second.session_id == session_id &&
-           entry.second.vehicle_id == vehicle_id;
+  return EraseIfLocked([&](const Digest&, const Grant& grant) {
+    return grant.role == Role::kDriver && grant.session_id == session_id &&
+           grant.vehicle_id == vehicle_id;
+  });
+}
+
+std::size_t TokenStore::RevokeDrivers(absl::string_view session_id) {
+  absl::MutexLock lock(&mu_);
+  return EraseIfLocked([&](const Digest&, const Grant& grant) {
+    return grant.role == Role::kDriver && grant.session_id == session_id;
   });
 }
 
 std::size_t TokenStore::size() const {
   absl::MutexLock lock(&mu_);
   return grants_.size();
+}
+
+std::size_t TokenStore::live(absl::string_view session_id) const {
+  absl::MutexLock lock(&mu_);
+  const auto it = per_session_.find(session_id);
+  return it == per_session_.end() ? 0 : it->second;
 }
 
 }  // namespace pitlane::auth

@@ -792,16 +792,55 @@ void Session::DetachController(const Subscriber* subscriber) {
     const auto it = std::find_if(controllers_.begin(), controllers_.end(),
                                  [subscriber](const Controller& c) { return c.subscriber == subscriber; });
     if (it == controllers_.end()) return;
-    if (!closed_) {
-      (void)ApplyLocked(DetachControllerCommand{it->vehicle, it->on_disconnect});  // Never fails.
-    }
-    controllers_.erase(it);
-    std::erase_if(subscribers_, [subscriber](const std::shared_ptr<Subscriber>& s) {
-      return s.get() == subscriber;
-    });
-    if (BarrierReadyLocked()) after.schedule_at = clock_->NowNanos();
+    (void)DetachLocked(it, after);
   }
   Finish(std::move(after));
+}
+
+absl::StatusOr<SimTime> Session::DetachVehicleController(sim::VehicleId vehicle,
+                                                         const absl::Status& reason) {
+  AfterUnlock after;
+  std::shared_ptr<Subscriber> detached;
+  SimTime now;
+  {
+    TurnLock lock(this);
+    RETURN_IF_ERROR(CheckOpenLocked());
+    if (!world_.Contains(vehicle)) {
+      return absl::NotFoundError(
+          absl::StrCat("vehicle_id: no vehicle ", vehicle, " in session ", id_));
+    }
+    const auto it = std::find_if(controllers_.begin(), controllers_.end(),
+                                 [vehicle](const Controller& c) { return c.vehicle == vehicle; });
+    if (it == controllers_.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("vehicle_id: vehicle ", vehicle, " has no controller"));
+    }
+    detached = DetachLocked(it, after);
+    now = NowLocked();
+  }
+  Finish(std::move(after));
+  // Outside the lock: the transport may finish its stream (and call DetachController, which
+  // finds nothing left to do) right away.
+  if (detached != nullptr) detached->transport().OnClosed(reason);
+  return now;
+}
+
+std::shared_ptr<Subscriber> Session::DetachLocked(std::vector<Controller>::iterator controller,
+                                                  AfterUnlock& after) {
+  if (!closed_) {
+    (void)ApplyLocked(DetachControllerCommand{controller->vehicle,
+                                              controller->on_disconnect});  // Never fails.
+  }
+  const Subscriber* subscriber = controller->subscriber;
+  controllers_.erase(controller);
+  std::shared_ptr<Subscriber> removed;
+  std::erase_if(subscribers_, [&](const std::shared_ptr<Subscriber>& s) {
+    if (s.get() != subscriber) return false;
+    removed = s;
+    return true;
+  });
+  if (BarrierReadyLocked()) after.schedule_at = clock_->NowNanos();
+  return removed;
 }
 
 void Session::AddObserver(std::shared_ptr<CommandObserver> observer) {
@@ -870,6 +909,13 @@ SessionDescription Session::Describe(bool with_vehicles) const {
     description.obstacles = world_.obstacles();
   }
   return description;
+}
+
+absl::Status Session::CheckVehicle(sim::VehicleId vehicle) const {
+  TurnLock lock(this);
+  RETURN_IF_ERROR(CheckOpenLocked());
+  if (world_.Contains(vehicle)) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat("vehicle_id: no vehicle ", vehicle, " in session ", id_));
 }
 
 SimTime Session::Now() const {

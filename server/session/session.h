@@ -280,6 +280,8 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
     std::size_t contacts = 0;
   };
   Counts counts() const;
+  // Whether `vehicle` is alive (NotFound naming vehicle_id if not, as AttachController says).
+  absl::Status CheckVehicle(sim::VehicleId vehicle) const;
   SimTime Now() const;
   std::uint64_t StateHash() const;
 
@@ -310,6 +312,12 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
                                               sim::VehicleInput input);
   // Detaches a controller, applying its disconnect action. Unknown ones are ignored.
   void DetachController(const Subscriber* subscriber);
+  // Detaches the controller of `vehicle` as DetachController does, and ends its stream with
+  // `reason` (the session's owner, or the revocation of its token). Returns the time.
+  // NotFound ("vehicle_id") for a vehicle not alive; FailedPrecondition if it has no
+  // controller.
+  absl::StatusOr<SimTime> DetachVehicleController(sim::VehicleId vehicle,
+                                                  const absl::Status& reason);
 
   // Observers see every command applied and every tick stepped from now on.
   void AddObserver(std::shared_ptr<CommandObserver> observer);
@@ -393,6 +401,9 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // forgets those that are gone or stopped.
   void BrakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Controller* FindControllerLocked(const Subscriber* subscriber) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies the controller's disconnect action and forgets it and its subscriber (returned).
+  std::shared_ptr<Subscriber> DetachLocked(std::vector<Controller>::iterator controller,
+                                           AfterUnlock& after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Registers `subscriber` and offers it the current frame.
   void AddSubscriberLocked(std::shared_ptr<Subscriber> subscriber, AfterUnlock& after)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

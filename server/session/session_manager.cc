@@ -31,8 +31,9 @@ class SessionManager::Reaper final : public ScheduledJob {
   const std::int64_t period_ns_;
 };
 
-SessionManager::SessionManager(const ServerLimits& limits, Scheduler* scheduler)
-    : limits_(limits), scheduler_(scheduler) {
+SessionManager::SessionManager(const ServerLimits& limits, Scheduler* scheduler,
+                               std::function<void(absl::string_view)> on_deleted)
+    : limits_(limits), scheduler_(scheduler), on_deleted_(std::move(on_deleted)) {
   if (scheduler_ != nullptr && limits_.session_idle_timeout_s > 0.0) {
     const auto period_ns = static_cast<std::int64_t>(
         std::min(1e9, limits_.session_idle_timeout_s * 1e9 / 10.0));
@@ -143,13 +144,9 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
   return session;
 }
 
-namespace {
-
 absl::Status NoSuchSession(absl::string_view id) {
   return absl::NotFoundError(absl::StrCat("session_id: no session \"", Echo(id), "\""));
 }
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(absl::string_view id) const {
   if (id.empty()) return absl::InvalidArgumentError("session_id: required");
@@ -168,7 +165,9 @@ absl::StatusOr<SimTime> SessionManager::Delete(absl::string_view id) {
     if (sessions_.erase(id) == 0) return NoSuchSession(id);
     std::erase(order_, session);
   }
-  return session->Close();
+  const SimTime time = session->Close();
+  if (on_deleted_) on_deleted_(session->id());
+  return time;
 }
 
 std::vector<std::shared_ptr<Session>> SessionManager::List() const {

@@ -3,6 +3,7 @@
 #define PITLANE_SERVER_SESSION_SESSION_MANAGER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,13 +50,20 @@ struct SessionRequest {
 
 inline constexpr double kDefaultTickRate_hz = 50.0;
 
+// What Find says of an id that names no session: NotFound ("session_id", the id cut and
+// escaped by Echo).
+absl::Status NoSuchSession(absl::string_view id);
+
 // Thread-safe. Sessions are handed out as shared_ptr: a handler may still be using a session
 // while another deletes it, and the session must outlive both; Session::Close makes the
 // stragglers fail cleanly.
 class SessionManager {
  public:
   // `scheduler` paces REALTIME sessions; it must outlive the manager. Null: LOCKSTEP only.
-  explicit SessionManager(const ServerLimits& limits, Scheduler* scheduler = nullptr);
+  // `on_deleted` is called with the id of each session deleted (by Delete or ReapIdle), after
+  // it is closed; it must be thread-safe.
+  explicit SessionManager(const ServerLimits& limits, Scheduler* scheduler = nullptr,
+                          std::function<void(absl::string_view)> on_deleted = {});
   ~SessionManager();
 
   const ServerLimits& limits() const { return limits_; }
@@ -89,6 +97,7 @@ class SessionManager {
 
   const ServerLimits limits_;
   Scheduler* const scheduler_;
+  const std::function<void(absl::string_view)> on_deleted_;
   std::shared_ptr<Reaper> reaper_;  // When idle sessions are reaped.
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,0 +1,151 @@
+#include "server/api/access.h"
+
+#include <array>
+#include <cstdint>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "server/util/random_bytes.h"
+#include "server/util/status_macros.h"
+
+namespace pitlane::api {
+namespace {
+
+// Whether `host` (no port, no brackets) is this machine alone.
+bool IsLoopbackHost(absl::string_view host) {
+  if (host == "localhost" || host == "::1") return true;
+  const std::vector<absl::string_view> octets = absl::StrSplit(host, '.');
+  int first = 0;
+  return octets.size() == 4 && absl::SimpleAtoi(octets[0], &first) && first == 127;
+}
+
+// A principal of its own, for the tokens an admin mints.
+absl::StatusOr<std::string> NewPrincipal() {
+  std::array<std::uint8_t, 10> bytes;
+  RETURN_IF_ERROR(FillRandom(absl::MakeSpan(bytes)));
+  return absl::StrCat("p-", Base32Lowercase(bytes));
+}
+
+}  // namespace
+
+std::string PeerHost(absl::string_view peer) {
+  absl::string_view address;
+  if (absl::ConsumePrefix(&peer, "ipv4:")) {
+    address = peer.substr(0, peer.rfind(':'));
+    return IsLoopbackHost(address) ? "" : absl::StrCat("ipv4:", address);
+  }
+  if (absl::ConsumePrefix(&peer, "ipv6:")) {
+    address = peer.substr(0, peer.rfind(':'));  // "[::1]"
+    absl::ConsumePrefix(&address, "[");
+    absl::ConsumeSuffix(&address, "]");
+    // IPv4-mapped loopback, e.g. "::ffff:127.0.0.1".
+    const bool loopback =
+        IsLoopbackHost(address) || (absl::StartsWithIgnoreCase(address, "::ffff:") &&
+                                    IsLoopbackHost(address.substr(7)));
+    return loopback ? "" : absl::StrCat("ipv6:", address);
+  }
+  return "";  // A Unix socket: this machine.
+}
+
+bool IsLoopbackAddress(absl::string_view listen_address) {
+  absl::string_view host = listen_address.substr(0, listen_address.rfind(':'));
+  if (absl::ConsumePrefix(&host, "[")) absl::ConsumeSuffix(&host, "]");
+  return IsLoopbackHost(host);
+}
+
+namespace {
+
+// The token of a call's `authorization` metadata (Unauthenticated as BearerToken says).
+absl::StatusOr<absl::string_view> TokenOf(const grpc::ServerContextBase& context) {
+  const auto& metadata = context.client_metadata();
+  const auto header = metadata.find("authorization");
+  std::optional<absl::string_view> value;
+  if (header != metadata.end()) {
+    value = absl::string_view(header->second.data(), header->second.size());
+  }
+  return auth::BearerToken(value);
+}
+
+}  // namespace
+
+std::string Access::TokenIdOf(const grpc::ServerContextBase& context) const {
+  if (options_.mode == AuthMode::kNone) return "";
+  const absl::StatusOr<absl::string_view> token = TokenOf(context);
+  if (!token.ok() || !auth::LooksLikeToken(*token)) return "";
+  return auth::TokenId(auth::DigestOf(*token));
+}
+
+absl::StatusOr<Caller> Access::Authenticate(const grpc::ServerContextBase& context) const {
+  if (options_.mode == AuthMode::kNone) {
+    return Caller{.grant = std::nullopt, .principal = PeerHost(context.peer())};
+  }
+  ASSIGN_OR_RETURN(const absl::string_view token, TokenOf(context));
+  ASSIGN_OR_RETURN(auth::Grant grant, tokens_.Check(token));
+  Caller caller;
+  if (grant.role != auth::Role::kAdmin) caller.principal = grant.principal;
+  caller.grant = std::move(grant);
+  return caller;
+}
+
+absl::Status Access::Check(const Caller& caller, auth::Need need, absl::string_view session_id,
+                           std::optional<std::uint64_t> vehicle_id,
+                           const absl::Status& not_found) {
+  if (!caller.grant.has_value()) return absl::OkStatus();
+  return auth::Authorize(*caller.grant, need, session_id, vehicle_id, not_found);
+}
+
+bool Access::MaySee(const Caller& caller, absl::string_view session_id) {
+  return !caller.grant.has_value() || caller.grant->role == auth::Role::kAdmin ||
+         caller.grant->session_id == session_id;
+}
+
+absl::Status Access::Reserve(const Caller& caller) {
+  if (caller.principal.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  std::uint32_t& held = held_[caller.principal];
+  if (held >= options_.max_sessions_per_client) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this client holds ", held, " sessions, the most it may (--max_sessions_per_client); "
+        "delete one first"));
+  }
+  ++held;
+  return absl::OkStatus();
+}
+
+void Access::Unreserve(const Caller& caller) {
+  if (caller.principal.empty()) return;
+  absl::MutexLock lock(&mu_);
+  const auto it = held_.find(caller.principal);
+  if (it != held_.end() && --it->second == 0) held_.erase(it);
+}
+
+void Access::Bind(const Caller& caller, absl::string_view session_id) {
+  if (caller.principal.empty()) return;
+  absl::MutexLock lock(&mu_);
+  principal_of_[session_id] = caller.principal;
+}
+
+void Access::SessionGone(absl::string_view session_id) {
+  tokens_.RevokeSession(session_id);
+  absl::MutexLock lock(&mu_);
+  const auto bound = principal_of_.find(session_id);
+  if (bound == principal_of_.end()) return;
+  const auto it = held_.find(bound->second);
+  if (it != held_.end() && --it->second == 0) held_.erase(it);
+  principal_of_.erase(bound);
+}
+
+absl::StatusOr<std::vector<auth::Minted>> Access::Mint(const Caller& minter,
+                                                       std::vector<auth::Grant> grants) {
+  std::string principal = minter.principal;
+  if (minter.grant.has_value() && minter.grant->role == auth::Role::kAdmin) {
+    ASSIGN_OR_RETURN(principal, NewPrincipal());
+  }
+  for (auth::Grant& grant : grants) grant.principal = principal;
+  return tokens_.MintAll(grants, options_.max_tokens_per_session);
+}
+
+}  // namespace pitlane::api

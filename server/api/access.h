@@ -1,0 +1,110 @@
+// Who is calling, and what they may do: the server's access control (docs/security.md).
+//
+// With --auth=token every call shows a bearer token (server/auth/tokens.h) in its metadata;
+// Authenticate turns it into the caller's Grant, and Check says whether that grant may do what
+// the call does (server/auth/permissions.h). With --auth=none every caller may do everything.
+// Either way the sessions a client creates count against its quota (--max_sessions_per_client):
+// a token's principal, or with --auth=none the peer's host (loopback peers are not counted: they
+// are the server machine's own users).
+#ifndef PITLANE_SERVER_API_ACCESS_H_
+#define PITLANE_SERVER_API_ACCESS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/grpcpp.h"
+#include "server/auth/permissions.h"
+#include "server/auth/tokens.h"
+
+namespace pitlane::api {
+
+enum class AuthMode {
+  kNone,   // Every caller may do everything; no tokens.
+  kToken,  // Every call needs a token.
+};
+
+struct AccessOptions {
+  AuthMode mode = AuthMode::kNone;
+  // Sessions one client may hold at once (admins and, with --auth=none, loopback peers are
+  // not limited).
+  std::uint32_t max_sessions_per_client = 32;
+  // Live tokens one session may hold (owner, driver and viewer tokens together).
+  std::uint32_t max_tokens_per_session = 10000;
+};
+
+// The caller of one call.
+struct Caller {
+  // The token's grant; nullopt with --auth=none (may do everything).
+  std::optional<auth::Grant> grant;
+  // Whose quota its sessions count against; empty if not limited.
+  std::string principal;
+};
+
+// Thread-safe.
+class Access {
+ public:
+  explicit Access(const AccessOptions& options) : options_(options) {}
+
+  AuthMode mode() const { return options_.mode; }
+  const AccessOptions& options() const { return options_; }
+  auth::TokenStore& tokens() { return tokens_; }
+  const auth::TokenStore& tokens() const { return tokens_; }
+
+  // The caller of a call, from its `authorization` metadata and peer. Unauthenticated with
+  // --auth=token for no token, a malformed, unknown or revoked one (never echoing it).
+  absl::StatusOr<Caller> Authenticate(const grpc::ServerContextBase& context) const;
+
+  // The id (auth::TokenId) of the token the call shows; "" with --auth=none or none shown.
+  std::string TokenIdOf(const grpc::ServerContextBase& context) const;
+
+  // Whether `caller` may do what `need` says on `session_id` (and `vehicle_id`, for kDrive).
+  // `not_found` is what the caller is told for a session it may not see: the same NotFound
+  // as for a session that does not exist.
+  static absl::Status Check(const Caller& caller, auth::Need need, absl::string_view session_id,
+                            std::optional<std::uint64_t> vehicle_id,
+                            const absl::Status& not_found);
+  // Whether ListSessions shows `session_id` to `caller`.
+  static bool MaySee(const Caller& caller, absl::string_view session_id);
+
+  // Quota: a slot for one more session of `caller`, taken before the session is created.
+  // ResourceExhausted naming --max_sessions_per_client when it holds that many.
+  absl::Status Reserve(const Caller& caller);
+  // The session was created (Bind) or could not be (Unreserve).
+  void Bind(const Caller& caller, absl::string_view session_id);
+  void Unreserve(const Caller& caller);
+  // The session is gone (deleted, reaped): its slot is free and its tokens are revoked.
+  void SessionGone(absl::string_view session_id);
+
+  // Mints the tokens of `grants` for `minter`: owner and driver tokens minted by an owner carry
+  // its principal on; those an admin mints start their own (see Grant::principal).
+  absl::StatusOr<std::vector<auth::Minted>> Mint(const Caller& minter,
+                                                 std::vector<auth::Grant> grants);
+
+ private:
+  const AccessOptions options_;
+  auth::TokenStore tokens_;
+  absl::Mutex mu_;
+  // Sessions held (and being created) per principal, and each session's principal.
+  absl::flat_hash_map<std::string, std::uint32_t> held_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::string> principal_of_ ABSL_GUARDED_BY(mu_);
+};
+
+// "ipv4:10.0.0.7" of "ipv4:10.0.0.7:51234": a peer without its port. Empty for loopback peers
+// (127.0.0.0/8, ::1) and Unix sockets.
+std::string PeerHost(absl::string_view peer);
+
+// Whether a listen address ("127.0.0.1:50051", "[::1]:0", "localhost:50051") reaches this
+// machine alone.
+bool IsLoopbackAddress(absl::string_view listen_address);
+
+}  // namespace pitlane::api
+
+#endif  // PITLANE_SERVER_API_ACCESS_H_
