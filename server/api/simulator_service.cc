@@ -620,7 +620,7 @@ grpc::ServerUnaryReactor* SimulatorService::ResetSession(grpc::CallbackServerCon
     ASSIGN_OR_RETURN(const auto session,
                      Authorized(caller, auth::Need::kOwn, request->session_id()));
     ASSIGN_OR_RETURN(const auto frame, session->Reset());
-    // Vehicle ids start again at 1: the old drivers' tokens must not drive the new vehicles.
+    // The vehicles are gone (the config's come back with new ids): so are their drivers.
     access_.tokens().RevokeDrivers(session->id());
     FrameToProto(*frame, response->mutable_state());
     Audit(context->peer(), "session.reset",

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -330,27 +331,140 @@ class Driver:
         self.close()
 
 
+class _CallDetails(
+    collections.namedtuple(
+        "_CallDetails",
+        ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression"),
+    ),
+    grpc.ClientCallDetails,
+):
+    pass
+
+
+class _BearerToken(
+    grpc.UnaryUnaryClientInterceptor,
+    grpc.UnaryStreamClientInterceptor,
+    grpc.StreamUnaryClientInterceptor,
+    grpc.StreamStreamClientInterceptor,
+):
+    """Adds ``authorization: Bearer <token>`` to every call (plaintext or TLS alike): the
+    owner token of the request's session if this client created it, else the client's."""
+
+    def __init__(self, token: str, owner_tokens: dict):
+        self._token = token
+        self._owner_tokens = owner_tokens
+
+    def _details(self, details, request=None):
+        token = self._token
+        owned = self._owner_tokens.get(getattr(request, "session_id", None))
+        if owned is not None:
+            token = owned[0]
+        metadata = list(details.metadata or ()) + [("authorization", f"Bearer {token}")]
+        return _CallDetails(
+            details.method,
+            details.timeout,
+            metadata,
+            details.credentials,
+            details.wait_for_ready,
+            details.compression,
+        )
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._details(details, request), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._details(details, request), request)
+
+    def intercept_stream_unary(self, continuation, details, request_iterator):
+        return continuation(self._details(details), request_iterator)
+
+    def intercept_stream_stream(self, continuation, details, request_iterator):
+        return continuation(self._details(details), request_iterator)
+
+
+_TOKEN_ROLES = {
+    "owner": pb.TOKEN_ROLE_OWNER,
+    "driver": pb.TOKEN_ROLE_DRIVER,
+    "viewer": pb.TOKEN_ROLE_VIEWER,
+}
+
+
+def _as_bytes(pem):
+    return pem.encode("ascii") if isinstance(pem, str) else pem
+
+
 class Client:
     """A connection to one Pitlane server.
 
     Attributes:
-        stub: The raw generated ``SimulatorStub`` for calls not wrapped here.
+        stub: The raw generated ``SimulatorStub`` for calls not wrapped here (it sends the
+            token too).
         timeout_s: Deadline applied to every unary call, seconds.
+        owner_tokens: ``{session_id: (token, token_id)}`` of the sessions this client created
+            on a server that checks tokens (``--auth=token``): the owner token is shown once,
+            in the CreateSession response, and kept here; unary calls and StreamStates on
+            those sessions send it instead of ``token``.
     """
 
     def __init__(
-        self, address: str = "127.0.0.1:50051", *, timeout_s: float = 30.0
+        self,
+        address: str = "127.0.0.1:50051",
+        *,
+        timeout_s: float = 30.0,
+        token: Optional[str] = None,
+        root_certificates: Optional[Union[str, bytes]] = None,
+        tls: Optional[bool] = None,
+        private_key: Optional[Union[str, bytes]] = None,
+        certificate_chain: Optional[Union[str, bytes]] = None,
     ):
-        """Opens an insecure channel to ``address`` ("host:port")."""
+        """Opens a channel to ``address`` ("host:port").
+
+        Args:
+            token: A Pitlane token (admin, owner, driver or viewer), sent on every call and
+                stream as ``authorization: Bearer <token>``. Surrounding whitespace (a token
+                file's newline) is ignored.
+            root_certificates: PEM certificates of the CA that signed the server's
+                certificate; connects over TLS. Without it, ``tls=True`` trusts the system's
+                CAs.
+            tls: TLS or plaintext; default: TLS when any certificate is given.
+            private_key, certificate_chain: This client's PEM key and certificate, for a
+                server that asks for one (mutual TLS, ``--tls_client_ca_file``).
+        """
         self.timeout_s = timeout_s
-        self._channel = grpc.insecure_channel(
-            address,
-            options=[
-                ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
-            ],
+        self.owner_tokens: dict[str, tuple[str, str]] = {}
+        self._address = address
+        self._tls_args = dict(
+            root_certificates=root_certificates,
+            tls=tls,
+            private_key=private_key,
+            certificate_chain=certificate_chain,
         )
-        self.stub = pb_grpc.SimulatorStub(self._channel)
+        options = [
+            ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+        ]
+        if tls is None:
+            tls = any(x is not None for x in (root_certificates, private_key, certificate_chain))
+        if tls:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_as_bytes(root_certificates),
+                private_key=_as_bytes(private_key),
+                certificate_chain=_as_bytes(certificate_chain),
+            )
+            self._channel = grpc.secure_channel(address, credentials, options=options)
+        else:
+            self._channel = grpc.insecure_channel(address, options=options)
+        channel = self._channel
+        if token is not None:
+            token = token.strip()
+            if not token:
+                raise ValueError("token is empty")
+            channel = grpc.intercept_channel(channel, _BearerToken(token, self.owner_tokens))
+        self.stub = pb_grpc.SimulatorStub(channel)
+
+    def with_token(self, token: str) -> "Client":
+        """A new connection to the same server, with the same TLS settings, as ``token``."""
+        return Client(self._address, timeout_s=self.timeout_s, token=token, **self._tls_args)
 
     def close(self) -> None:
         """Closes the channel; ongoing streams are cancelled."""
@@ -449,9 +563,15 @@ class Client:
             config.tick_rate_hz = tick_rate_hz
         if max_vehicles is not None:
             config.max_vehicles = max_vehicles
-        return self.stub.CreateSession(
+        response = self.stub.CreateSession(
             pb.CreateSessionRequest(config=config), timeout=self.timeout_s
-        ).session
+        )
+        if response.owner_token:
+            self.owner_tokens[response.session.session_id] = (
+                response.owner_token,
+                response.owner_token_id,
+            )
+        return response.session
 
     def set_clock(
         self,
@@ -567,6 +687,53 @@ class Client:
                 timeout=self.timeout_s,
             ).vehicle_ids
         )
+
+    def spawn_vehicles_with_tokens(
+        self, session_id: str, specs: Sequence[pb.VehicleSpec]
+    ) -> list[tuple[int, str, str]]:
+        """Spawns many vehicles with a driver token each (``--auth=token`` servers).
+
+        Returns ``(vehicle_id, token, token_id)`` per vehicle, in order. The tokens are shown
+        only here.
+        """
+        response = self.stub.SpawnVehicle(
+            pb.SpawnVehicleRequest(session_id=session_id, vehicles=specs, driver_tokens=True),
+            timeout=self.timeout_s,
+        )
+        return list(
+            zip(response.vehicle_ids, response.driver_tokens, response.driver_token_ids)
+        )
+
+    # Access -------------------------------------------------------------------
+
+    def mint_token(
+        self, session_id: str, role: str, vehicle_id: int = 0
+    ) -> tuple[str, str]:
+        """Mints a token for a session: role "owner", "viewer", or "driver" (of
+        ``vehicle_id``). Returns ``(token, token_id)``; the token is shown only here."""
+        if role not in _TOKEN_ROLES:
+            raise ValueError(f"role must be one of {sorted(_TOKEN_ROLES)}, got {role!r}")
+        response = self.stub.MintToken(
+            pb.MintTokenRequest(
+                session_id=session_id, role=_TOKEN_ROLES[role], vehicle_id=vehicle_id
+            ),
+            timeout=self.timeout_s,
+        )
+        return response.token, response.token_id
+
+    def revoke_token(self, session_id: str, token_id: str) -> None:
+        """Revokes a token of the session by its id; its Drive streams end."""
+        self.stub.RevokeToken(
+            pb.RevokeTokenRequest(session_id=session_id, token_id=token_id),
+            timeout=self.timeout_s,
+        )
+
+    def detach_controller(self, session_id: str, vehicle_id: int) -> pb.SimTime:
+        """Ends the Drive stream attached to a vehicle (it ends with ABORTED)."""
+        return self.stub.DetachController(
+            pb.DetachControllerRequest(session_id=session_id, vehicle_id=vehicle_id),
+            timeout=self.timeout_s,
+        ).time
 
     def remove_vehicle(self, session_id: str, vehicle_id: int) -> pb.SimTime:
         """Removes a vehicle; returns the session clock."""

@@ -1,0 +1,453 @@
+"""Access control through the real server binary with --auth=token (docs/security.md).
+
+Every RPC is called with ten kinds of token, each case on a fresh pair of sessions: A (the
+target: two vehicles, an obstacle) and B (another team's). The table says what each must get;
+a denied call must leave A and B as they were. Then the probes of issue 13, one test each:
+what a second student could do to a first one's session on the landed server.
+"""
+
+import base64
+import os
+import secrets
+
+import grpc
+import pytest
+
+import pitlane
+from pitlane.v1 import simulator_pb2 as pb
+from conftest import running_server
+
+OK = grpc.StatusCode.OK
+UNAUTH = grpc.StatusCode.UNAUTHENTICATED
+DENIED = grpc.StatusCode.PERMISSION_DENIED
+NOT_FOUND = grpc.StatusCode.NOT_FOUND
+
+KINDS = ["none", "malformed", "unknown", "revoked", "owner_of_other_session",
+         "driver_of_other_vehicle", "viewer", "driver", "owner", "admin"]
+QUOTA = 3
+
+
+def new_token():
+    """A token of the right form that the server never issued."""
+    return "plt_" + base64.b32encode(secrets.token_bytes(20)).decode().lower()
+
+
+@pytest.fixture(scope="module")
+def admin_token():
+    return new_token()
+
+
+@pytest.fixture(scope="module")
+def token_server(tmp_path_factory, admin_token):
+    token_file = tmp_path_factory.mktemp("auth") / "admin.token"
+    token_file.write_text(admin_token + "\n")
+    os.chmod(token_file, 0o600)
+    with running_server("--auth=token", f"--admin_token_file={token_file}",
+                        f"--max_sessions_per_client={QUOTA}", "--max_sessions=200") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def admin(token_server, admin_token):
+    with pitlane.Client(token_server.address, token=admin_token, timeout_s=10.0) as client:
+        yield client
+
+
+class World:
+    """Sessions A and B and a token of each kind, made by the admin."""
+
+    def __init__(self, admin):
+        self.admin = admin
+        self.a = admin.create_session(name="team-a").session_id
+        self.b = admin.create_session(name="team-b").session_id
+        (self.v1, self.driver, _), (self.v2, self.other_driver, self.v2_token_id) = (
+            admin.spawn_vehicles_with_tokens(self.a, [pitlane.vehicle_spec(),
+                                                      pitlane.vehicle_spec(y_m=10.0)]))
+        self.obstacle = admin.add_obstacle(self.a, center_x_m=30.0, center_y_m=0.0, length_m=2.0,
+                                         width_m=2.0)
+        self.owner = admin.owner_tokens[self.a][0]
+        self.owner_b = admin.owner_tokens[self.b][0]
+        self.viewer, _ = admin.mint_token(self.a, "viewer")
+        self.revoked, revoked_id = admin.mint_token(self.a, "viewer")
+        admin.revoke_token(self.a, revoked_id)
+        # A token an allowed RevokeToken revokes.
+        self.victim, self.victim_id = admin.mint_token(self.a, "viewer")
+
+    def token(self, kind):
+        return {
+            "none": None,
+            "malformed": "not-a-token",
+            "unknown": new_token(),
+            "revoked": self.revoked,
+            "owner_of_other_session": self.owner_b,
+            "driver_of_other_vehicle": self.other_driver,
+            "viewer": self.viewer,
+            "driver": self.driver,
+            "owner": self.owner,
+            "admin": self.admin_token,
+        }[kind]
+
+    def snapshot(self):
+        """What a denied call must not change."""
+        sessions = sorted(s.session_id for s in self.admin.list_sessions())
+        described = {sid: self.admin.get_session(sid) for sid in (self.a, self.b)
+                     if sid in sessions}
+        for info in described.values():
+            info.ClearField("clock_stats")
+        hashes = {sid: self.admin.state_hash(sid) for sid in described}
+        return sessions, {k: v.SerializeToString() for k, v in described.items()}, hashes
+
+    def cleanup(self):
+        for sid in (self.a, self.b):
+            try:
+                self.admin.delete_session(sid)
+            except grpc.RpcError:
+                pass
+
+
+def call_drive(client, w):
+    stream = client.stub.Drive(iter([pb.DriveRequest(attach=pb.DriveAttach(
+        session_id=w.a, vehicle_id=w.v1))]), timeout=10.0)
+    next(stream)
+    stream.cancel()
+
+
+def call_stream_states(client, w):
+    stream = client.stub.StreamStates(pb.StreamStatesRequest(session_id=w.a), timeout=10.0)
+    next(stream)
+    stream.cancel()
+
+
+def call_detach(client, w):
+    # The owner attaches a controller to v2 first; the call under test detaches it.
+    with w.admin.with_token(w.owner) as owner:
+        driver = owner.drive(w.a, w.v2)
+        driver.observe()
+        try:
+            client.detach_controller(w.a, w.v2)
+        finally:
+            driver.close()
+
+
+# Each RPC, called on session A (vehicle v1) by `client`.
+RPCS = {
+    "CreateSession": lambda c, w: w.created.append(c.create_session(name="x").session_id),
+    "GetSession": lambda c, w: c.get_session(w.a),
+    "ListSessions": lambda c, w: c.list_sessions(),
+    "DeleteSession": lambda c, w: c.delete_session(w.a),
+    "ResetSession": lambda c, w: c.reset_session(w.a),
+    "SpawnVehicle": lambda c, w: c.spawn_vehicle(w.a),
+    "RemoveVehicle": lambda c, w: c.remove_vehicle(w.a, w.v1),
+    "AddObstacle": lambda c, w: c.add_obstacle(w.a, center_x_m=-30.0, center_y_m=0.0,
+                                               length_m=1.0, width_m=1.0),
+    "RemoveObstacle": lambda c, w: c.remove_obstacle(w.a, w.obstacle),
+    "SetControls": lambda c, w: c.set_controls(w.a, {w.v1: (1.0, 0.1)}),
+    "Step": lambda c, w: c.step(w.a, 2),
+    "Drive": call_drive,
+    "SetClock": lambda c, w: c.set_clock(w.a, paused=True),
+    "GetState": lambda c, w: c.get_state(w.a),
+    "StreamStates": call_stream_states,
+    "MintToken": lambda c, w: c.mint_token(w.a, "viewer"),
+    "RevokeToken": lambda c, w: c.revoke_token(w.a, w.victim_id),
+    "DetachController": call_detach,
+}
+
+READS = {"GetSession", "GetState", "StreamStates"}
+DRIVES = {"SetControls", "Drive"}
+ANY_TOKEN = {"CreateSession", "ListSessions"}
+
+
+def expected(rpc, kind):
+    if kind in ("none", "malformed", "unknown", "revoked"):
+        return UNAUTH
+    if kind in ("owner", "admin") or rpc in ANY_TOKEN:
+        return OK
+    if kind == "owner_of_other_session":
+        return NOT_FOUND  # Exactly as for a session that does not exist.
+    if rpc in READS:
+        return OK
+    if rpc in DRIVES and kind == "driver":
+        return OK
+    return DENIED
+
+
+CASES = [(rpc, kind) for rpc in RPCS for kind in KINDS]
+
+
+@pytest.mark.parametrize("rpc,kind", CASES, ids=[f"{r}-{k}" for r, k in CASES])
+def test_every_rpc_with_every_kind_of_token(token_server, admin, admin_token, rpc, kind):
+    w = World(admin)
+    w.admin_token = admin_token
+    w.created = []
+    token = w.token(kind)
+    before = w.snapshot()
+    client = pitlane.Client(token_server.address, timeout_s=10.0,
+                            token=token) if token else pitlane.Client(token_server.address,
+                                                                      timeout_s=10.0)
+    try:
+        try:
+            RPCS[rpc](client, w)
+            code, details = OK, ""
+        except grpc.RpcError as err:
+            code, details = err.code(), err.details()
+        want = expected(rpc, kind)
+        assert code == want, f"{rpc} with {kind}: {code} {details!r}, expected {want}"
+        if want == DENIED:
+            assert "needs" in details, details  # Names the role needed.
+        if want == NOT_FOUND:
+            # Word for word what a session that does not exist gets (Drive prefixes "attach.").
+            assert details.removeprefix("attach.") == f'session_id: no session "{w.a}"', details
+        if want == UNAUTH:
+            assert "authorization" in details, details
+            if token:
+                assert token not in details
+        if code != OK:
+            assert w.snapshot() == before, f"{rpc} with {kind} was denied but changed something"
+            if rpc == "RevokeToken":  # The victim token still works.
+                with admin.with_token(w.victim) as victim:
+                    victim.get_session(w.a)
+        elif rpc == "RevokeToken":
+            with admin.with_token(w.victim) as victim, pytest.raises(grpc.RpcError) as err:
+                victim.get_session(w.a)
+            assert err.value.code() == UNAUTH
+    finally:
+        client.close()
+        for sid in w.created:
+            admin.delete_session(sid)
+        w.cleanup()
+
+
+def test_list_sessions_shows_only_what_the_caller_may_see(token_server, admin):
+    w = World(admin)
+    try:
+        for token, visible in ((w.viewer, {w.a}), (w.driver, {w.a}), (w.owner_b, {w.b})):
+            with admin.with_token(token) as client:
+                assert {s.session_id for s in client.list_sessions()} == visible
+        assert {w.a, w.b} <= {s.session_id for s in admin.list_sessions()}
+    finally:
+        w.cleanup()
+
+
+def test_without_a_token_nothing_is_served(token_server):
+    with pitlane.Client(token_server.address, timeout_s=10.0) as anonymous:
+        with pytest.raises(grpc.RpcError) as err:
+            anonymous.list_sessions()
+        assert err.value.code() == UNAUTH
+        assert "Bearer" in err.value.details()
+
+
+# ---- The probes of issue 13: a student B against student A's session --------------------
+
+
+@pytest.fixture
+def two_students(token_server, admin):
+    """A and B, each the owner of a session the admin made, with a car each."""
+    sessions = []
+    clients = []
+
+    def student(name, **config):
+        sid = admin.create_session(name=name, **config).session_id
+        sessions.append(sid)
+        client = admin.with_token(admin.owner_tokens[sid][0])
+        clients.append(client)
+        return sid, client
+
+    yield student
+    for client in clients:
+        client.close()
+    for sid in sessions:
+        try:
+            admin.delete_session(sid)
+        except grpc.RpcError:
+            pass
+
+
+def assert_code(code, call, *args, **kwargs):
+    with pytest.raises(grpc.RpcError) as err:
+        call(*args, **kwargs)
+    assert err.value.code() == code, err.value.details()
+    return err.value.details()
+
+
+def test_b_cannot_list_a_s_session_or_car(two_students):
+    a_sid, a = two_students("a")
+    a.spawn_vehicle(a_sid)
+    _, b = two_students("b")
+    assert a_sid not in {s.session_id for s in b.list_sessions()}
+    assert_code(NOT_FOUND, b.get_session, a_sid)
+    assert_code(NOT_FOUND, b.get_state, a_sid)
+
+
+def test_b_cannot_pause_speed_up_reset_or_delete_a_s_race(two_students):
+    a_sid, a = two_students("a", clock_mode="realtime")
+    _, b = two_students("b")
+    for call in (lambda: b.set_clock(a_sid, paused=True),
+                 lambda: b.set_clock(a_sid, real_time_factor=1000.0),
+                 lambda: b.reset_session(a_sid),
+                 lambda: b.delete_session(a_sid)):
+        assert_code(NOT_FOUND, call)
+    clock = a.get_session(a_sid).config
+    assert clock.real_time_factor == 1.0 and not clock.paused
+    a.get_state(a_sid)  # Still there.
+
+
+def test_b_cannot_delete_the_scenario_session(tmp_path, admin_token):
+    token_file = tmp_path / "admin.token"
+    token_file.write_text(admin_token)
+    with running_server("--auth=token", f"--admin_token_file={token_file}",
+                        "--scenario=demo") as server:
+        demo = server.startup_session_id()
+        with pitlane.Client(server.address, token=admin_token) as admin:
+            sid = admin.create_session(name="b").session_id
+            with admin.with_token(admin.owner_tokens[sid][0]) as b:
+                assert_code(NOT_FOUND, b.delete_session, demo)
+            admin.get_session(demo)
+
+
+def test_b_cannot_step_a_s_lockstep_session(two_students):
+    a_sid, a = two_students("a")
+    _, b = two_students("b")
+    assert_code(NOT_FOUND, b.step, a_sid, 10)
+    assert a.get_state(a_sid).time.tick == 0
+
+
+def test_b_cannot_remove_a_s_car(two_students):
+    a_sid, a = two_students("a")
+    car = a.spawn_vehicle(a_sid)
+    driver = a.drive(a_sid, car)
+    driver.observe()
+    _, b = two_students("b")
+    assert_code(NOT_FOUND, b.remove_vehicle, a_sid, car)
+    a.step(a_sid, 1)
+    assert driver.observe().vehicle.vehicle_id == car  # A's stream goes on.
+    driver.close()
+
+
+def test_b_cannot_spawn_a_car_in_front_of_a_under_stop(two_students):
+    a_sid, a = two_students("a", collision_policy="stop")
+    car = a.spawn_vehicle(a_sid, speed_mps=5.0)
+    _, b = two_students("b")
+    assert_code(NOT_FOUND, b.spawn_vehicle, a_sid, x_m=2.0)
+    state = a.step(a_sid, 5)
+    assert len(state.vehicles) == 1 and not state.contacts
+    assert state.vehicles[0].vehicle_id == car
+
+
+def test_nobody_else_takes_over_a_car_whose_controller_dropped(token_server, admin):
+    sid = admin.create_session(name="race").session_id
+    try:
+        [(car, a_token, _)] = admin.spawn_vehicles_with_tokens(sid, [pitlane.vehicle_spec()])
+        [(_, b_token, _)] = admin.spawn_vehicles_with_tokens(sid, [pitlane.vehicle_spec(y_m=5.0)])
+        with admin.with_token(a_token) as a, admin.with_token(b_token) as b:
+            first = a.drive(sid, car)
+            first.observe()
+            first.close()  # A's connection drops.
+            intruder = b.drive(sid, car)
+            with pytest.raises(grpc.RpcError) as err:
+                intruder.observe()
+            assert err.value.code() == DENIED
+            assert f"vehicle {car}'s driver" in err.value.details()
+            intruder.close()
+            # A re-attaches with its token.
+            again = a.drive(sid, car)
+            assert again.observe().vehicle.vehicle_id == car
+            again.close()
+    finally:
+        admin.delete_session(sid)
+
+
+def test_b_cannot_exhaust_the_sessions(token_server, admin):
+    home = admin.create_session(name="b-home").session_id
+    created = []
+    try:
+        with admin.with_token(admin.owner_tokens[home][0]) as b:
+            for _ in range(QUOTA):
+                created.append(b.create_session(name="b").session_id)
+            details = assert_code(grpc.StatusCode.RESOURCE_EXHAUSTED, b.create_session, name="b")
+            assert "--max_sessions_per_client" in details
+            # Tokens minted from B's carry B's quota: no way around it.
+            viewer, _ = b.mint_token(home, "viewer")
+            with admin.with_token(viewer) as b_again:
+                assert_code(grpc.StatusCode.RESOURCE_EXHAUSTED, b_again.create_session,
+                            name="b")
+            # A is still served, and B's slot comes back when B deletes a session (the client
+            # acts on the sessions it created with their owner tokens).
+            created.append(admin.create_session(name="a").session_id)
+            b.delete_session(created.pop(0))
+            created.append(b.create_session(name="b").session_id)
+    finally:
+        for sid in created + [home]:
+            try:
+                admin.delete_session(sid)
+            except grpc.RpcError:
+                pass
+
+
+def test_an_owner_detaches_a_controller_and_ends_a_barrier_stall(two_students):
+    sid, owner = two_students("barrier", clock_mode="barrier", barrier_timeout_s=60.0)
+    car = owner.spawn_vehicle(sid)
+    stalled = owner.drive(sid, car)
+    first = stalled.observe()
+    owner.detach_controller(sid, car)
+    with pytest.raises(grpc.RpcError) as err:
+        while True:
+            stalled.observe()
+    assert err.value.code() == grpc.StatusCode.ABORTED
+    stalled.close()
+    assert first.time.tick == 0
+    assert_code(grpc.StatusCode.FAILED_PRECONDITION, owner.detach_controller, sid, car)
+
+
+def test_revoking_a_driver_token_ends_its_drive_stream(token_server, admin):
+    sid = admin.create_session(name="race").session_id
+    try:
+        [(car, token, token_id)] = admin.spawn_vehicles_with_tokens(sid, [pitlane.vehicle_spec()])
+        with admin.with_token(token) as driver_client:
+            driver = driver_client.drive(sid, car)
+            driver.observe()
+            admin.revoke_token(sid, token_id)
+            with pytest.raises(grpc.RpcError) as err:
+                while True:
+                    driver.observe()
+            assert err.value.code() == UNAUTH
+            driver.close()
+            assert_code(UNAUTH, driver_client.get_state, sid)
+    finally:
+        admin.delete_session(sid)
+
+
+def test_a_reset_revokes_the_driver_tokens_of_the_vehicles_it_removes(token_server, admin):
+    sid = admin.create_session(name="reset").session_id
+    try:
+        [(car, token, _)] = admin.spawn_vehicles_with_tokens(sid, [pitlane.vehicle_spec()])
+        admin.reset_session(sid)
+        assert admin.spawn_vehicle(sid) != car  # Ids are never reused.
+        with admin.with_token(token) as old_driver:
+            assert_code(UNAUTH, old_driver.get_state, sid)
+    finally:
+        admin.delete_session(sid)
+
+
+def test_bad_mint_and_revoke_requests_name_the_field(token_server, admin):
+    sid = admin.create_session(name="fields").session_id
+    try:
+        assert "role" in assert_code(grpc.StatusCode.INVALID_ARGUMENT, admin.stub.MintToken,
+                                     pb.MintTokenRequest(session_id=sid))
+        assert "vehicle_id" in assert_code(NOT_FOUND, admin.mint_token, sid, "driver", 99)
+        assert "vehicle_id" in assert_code(grpc.StatusCode.INVALID_ARGUMENT, admin.mint_token,
+                                           sid, "viewer", 3)
+        assert "token_id" in assert_code(grpc.StatusCode.INVALID_ARGUMENT, admin.revoke_token,
+                                         sid, "plt_secret")
+        assert "token_id" in assert_code(NOT_FOUND, admin.revoke_token, sid,
+                                         "tok_0123456789abcdef")
+    finally:
+        admin.delete_session(sid)
+
+
+def test_no_token_appears_in_the_logs(token_server, admin, admin_token):
+    """Runs last in this module: every token the tests above used went through this server."""
+    w = World(admin)
+    w.cleanup()
+    log = "\n".join(token_server.output)
+    assert "plt_" not in log, "a token-like string is in the log"
+    assert admin_token not in log
