@@ -15,9 +15,15 @@ The clock mode decides who moves time:
   barrier   every tick waits for the controller's answer (strict alternation).
 
 Run a server, then: python3 controller.py --clock barrier --seconds 10
+
+In a class (a server with --auth=token), run it with the file your instructor gave you
+(classroom.py writes them): python3 controller.py --token-file red.json
+With an owner token it joins your team's session and spawns its own car; with a driver token
+it drives the car of the file in the session's clock (the instructor runs the clock).
 """
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -55,13 +61,39 @@ def control_law(vehicle):
             "steering_angle_rad": steer}  # Both clamped by the server to the car's limits.
 
 
-def run(address, clock="barrier", seconds=10.0, *, session_id=None, out=print):
+def read_token_file(path):
+    """The connection a team file describes: {"token", and "address", "session_id",
+    "vehicle_id", "root_certificates" when the file has them}. A file holding just a token
+    (no JSON) gives {"token"}."""
+    text = open(path, encoding="utf-8").read().strip()
+    try:
+        team = json.loads(text)
+    except json.JSONDecodeError:
+        return {"token": text}
+    if not isinstance(team, dict) or not isinstance(team.get("token"), str):
+        raise ValueError(f"{path}: a team file is a JSON object with a \"token\"")
+    return team
+
+
+def run(address, clock="barrier", seconds=10.0, *, session_id=None, out=print, token=None,
+        root_certificates=None, vehicle_id=None):
     """Drives the car for `seconds` of simulated time; returns a summary dict.
 
     With session_id, joins that session (switching its clock to `clock`) instead of
-    creating one, and removes the car at the end. `out` prints the progress lines.
+    creating one, and removes the car at the end. With vehicle_id too (a driver token),
+    drives that car in the session's own clock: nothing is spawned, removed or switched.
+    `token` and `root_certificates` go to pitlane.Client. `out` prints the progress lines.
     """
-    with pitlane.Client(address) as sim:
+    with pitlane.Client(address, token=token, root_certificates=root_certificates) as sim:
+        if vehicle_id is not None:
+            config = sim.get_session(session_id).config
+            clock = pitlane_clock_name(config.clock_mode)
+            rate = config.tick_rate_hz
+            with sim.drive(session_id, vehicle_id) as driver:
+                summary = _drive(sim, session_id, driver, clock, round(seconds * rate), rate, out,
+                                 own_clock=False)
+            summary.update(clock=clock, session_id=session_id)
+            return summary
         own = session_id is None
         realtime = clock == "realtime"
         if own:  # A realtime session starts paused so time waits for the controller.
@@ -85,11 +117,17 @@ def run(address, clock="barrier", seconds=10.0, *, session_id=None, out=print):
                 sim.remove_vehicle(sid, car)
 
 
-def _drive(sim, sid, driver, clock, ticks, rate, out):
+def pitlane_clock_name(mode):
+    """"lockstep", "realtime" or "barrier" of a ClockMode value."""
+    return {pitlane.pb.CLOCK_MODE_REALTIME: "realtime",
+            pitlane.pb.CLOCK_MODE_BARRIER: "barrier"}.get(mode, "lockstep")
+
+
+def _drive(sim, sid, driver, clock, ticks, rate, out, own_clock=True):
     obs = driver.observe()  # The first observation: the tick at which we attached.
     t0 = time.monotonic()
     start_tick = obs.time.tick
-    if clock == "realtime":  # Start the server's clock now that we listen.
+    if clock == "realtime" and own_clock:  # Start the server's clock now that we listen.
         start_tick = sim.set_clock(sid, paused=False).time.tick
     history, sent, steps, skipped, unseen, printed = [], 0, 0, 0, 0, -1
     while True:
@@ -148,8 +186,21 @@ def main():
     parser.add_argument("--clock", default="barrier", choices=["lockstep", "realtime", "barrier"])
     parser.add_argument("--seconds", type=float, default=10.0, help="simulated seconds to drive")
     parser.add_argument("--session", help="join this session instead of creating one")
+    parser.add_argument("--token-file",
+                        help="a token, or a team file from classroom.py (address, session, "
+                             "car and token)")
     args = parser.parse_args()
-    summary = run(args.address, args.clock, args.seconds, session_id=args.session)
+    connection = {}
+    address, session = args.address, args.session
+    if args.token_file:
+        team = read_token_file(args.token_file)
+        address = team.get("address") or address
+        session = team.get("session_id") or session
+        ca = team.get("root_certificates")
+        connection = {"token": team["token"],
+                      "root_certificates": open(ca, "rb").read() if ca else None,
+                      "vehicle_id": team.get("vehicle_id")}
+    summary = run(address, args.clock, args.seconds, session_id=session, **connection)
     summary.pop("history")
     print(", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
                     for k, v in summary.items()))
