@@ -3,10 +3,19 @@
 //   build/bin/rpc_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 // BM_StepVsEmpty alternates the two calls within each iteration and reports the medians of
 // their latencies and their ratio, which is what docs/benchmarks.md quotes: on a noisy
-// machine, alternating calls see the same noise.
+// machine, alternating calls see the same noise. BM_StepWithTokenVsWithout alternates a Step
+// on a server without access control and one on a server checking tokens (--auth=token, the
+// owner token sent); BM_TlsStepVsEmpty is BM_StepVsEmpty over TLS (a certificate made with
+// openssl at start).
+#include <stdlib.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +24,7 @@
 #include "pitlane/bench/baseline.grpc.pb.h"
 #include "pitlane/v1/simulator.grpc.pb.h"
 #include "server/app/server.h"
+#include "server/auth/tokens.h"
 
 namespace pitlane {
 namespace {
@@ -29,28 +39,74 @@ class BaselineService final : public bench::Baseline::CallbackService {
   }
 };
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+// A self-signed certificate for 127.0.0.1 and its key, made by openssl in a temporary
+// directory: {certificate, key}.
+std::pair<std::string, std::string> SelfSignedCertificate() {
+  char dir[] = "/tmp/pitlane-rpc-bench-XXXXXX";
+  if (mkdtemp(dir) == nullptr) return {};
+  const std::string d = dir;
+  const std::string command =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 "
+      "-addext subjectAltName=IP:127.0.0.1 -keyout " + d + "/key.pem -out " + d +
+      "/cert.pem 2>/dev/null";
+  if (std::system(command.c_str()) != 0) return {};
+  std::pair<std::string, std::string> pem{ReadFile(d + "/cert.pem"), ReadFile(d + "/key.pem")};
+  std::system(("rm -rf " + d).c_str());
+  return pem;
+}
+
+struct FixtureOptions {
+  bool token = false;  // --auth=token; calls send the session owner's token.
+  bool tls = false;
+};
+
 // One server for the whole run, with the baseline service beside the Simulator, and a client
 // channel to it over TCP.
 class Fixture {
  public:
-  Fixture() {
+  explicit Fixture(FixtureOptions fixture = {}) {
     app::ServerOptions options;
     options.listen_address = "127.0.0.1:0";
+    if (fixture.token) {
+      options.access.mode = api::AuthMode::kToken;
+      options.admin_token = *auth::NewToken();
+      admin_token_ = options.admin_token;
+    }
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+    if (fixture.tls) {
+      const auto [certificate, key] = SelfSignedCertificate();
+      if (certificate.empty()) std::abort();  // openssl is missing.
+      grpc::SslServerCredentialsOptions ssl;
+      ssl.pem_key_cert_pairs.push_back({key, certificate});
+      options.credentials = grpc::SslServerCredentials(ssl);
+      credentials = grpc::SslCredentials({.pem_root_certs = certificate});
+    }
     server_ = *app::Server::Start(options, {&baseline_});
-    channel_ = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
+    channel_ = grpc::CreateChannel(server_->address(), credentials);
     simulator_ = v1::Simulator::NewStub(channel_);
     baseline_stub_ = bench::Baseline::NewStub(channel_);
   }
 
-  // A new session holding one kinematic bicycle; returns its id.
+  // A new session holding one kinematic bicycle; returns its id. With tokens, later calls
+  // send its owner token.
   std::string NewOneVehicleSession() {
     grpc::ClientContext create_context;
+    Authorize(create_context, admin_token_);
     v1::CreateSessionResponse created;
     (void)simulator_->CreateSession(&create_context, {}, &created);
+    owner_token_ = created.owner_token();
     v1::SpawnVehicleRequest spawn;
     spawn.set_session_id(created.session().session_id());
     spawn.add_vehicles()->mutable_kinematic_bicycle();
     grpc::ClientContext spawn_context;
+    Authorize(spawn_context, owner_token_);
     v1::SpawnVehicleResponse spawned;
     (void)simulator_->SpawnVehicle(&spawn_context, spawn, &spawned);
     return created.session().session_id();
@@ -65,11 +121,18 @@ class Fixture {
 
   bool Step(const v1::StepRequest& request) {
     grpc::ClientContext context;
+    Authorize(context, owner_token_);
     v1::StepResponse response;
     return simulator_->Step(&context, request, &response).ok();
   }
 
  private:
+  static void Authorize(grpc::ClientContext& context, const std::string& token) {
+    if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+  }
+
+  std::string admin_token_;
+  std::string owner_token_;
   BaselineService baseline_;
   std::unique_ptr<app::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -79,6 +142,16 @@ class Fixture {
 
 Fixture& Shared() {
   static Fixture* fixture = new Fixture();
+  return *fixture;
+}
+
+Fixture& SharedWithTokens() {
+  static Fixture* fixture = new Fixture({.token = std::getenv("AA") == nullptr});
+  return *fixture;
+}
+
+Fixture& SharedTls() {
+  static Fixture* fixture = new Fixture({.tls = true});
   return *fixture;
 }
 
@@ -111,29 +184,58 @@ double Median(std::vector<double>& values) {
   return values[values.size() / 2];
 }
 
-void BM_StepVsEmpty(benchmark::State& state) {
+// Alternates `first` and `second` (each a call returning whether it succeeded) and reports the
+// medians of their latencies as counters `first_name` and `second_name`, µs, and their ratio
+// second / first as `ratio_name`.
+template <typename First, typename Second>
+void Alternate(benchmark::State& state, First first, Second second, const char* first_name,
+               const char* second_name, const char* ratio_name) {
   using Clock = std::chrono::steady_clock;
-  Fixture& fixture = Shared();
-  const v1::StepRequest request = OneTick(fixture.NewOneVehicleSession());
-  std::vector<double> empty_us;
-  std::vector<double> step_us;
+  std::vector<double> first_us;
+  std::vector<double> second_us;
   for (auto _ : state) {
     const Clock::time_point t0 = Clock::now();
-    const bool empty_ok = fixture.Empty();
+    const bool first_ok = first();
     const Clock::time_point t1 = Clock::now();
-    const bool step_ok = fixture.Step(request);
+    const bool second_ok = second();
     const Clock::time_point t2 = Clock::now();
-    if (!empty_ok || !step_ok) state.SkipWithError("call failed");
-    empty_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-    step_us.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+    if (!first_ok || !second_ok) state.SkipWithError("call failed");
+    first_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    second_us.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
   }
-  const double empty_median = Median(empty_us);
-  const double step_median = Median(step_us);
-  state.counters["empty_us"] = empty_median;
-  state.counters["step_us"] = step_median;
-  state.counters["step_over_empty"] = step_median / empty_median;
+  const double first_median = Median(first_us);
+  const double second_median = Median(second_us);
+  state.counters[first_name] = first_median;
+  state.counters[second_name] = second_median;
+  state.counters[ratio_name] = second_median / first_median;
 }
+
+void StepVsEmpty(benchmark::State& state, Fixture& fixture) {
+  const v1::StepRequest request = OneTick(fixture.NewOneVehicleSession());
+  Alternate(
+      state, [&] { return fixture.Empty(); }, [&] { return fixture.Step(request); }, "empty_us",
+      "step_us", "step_over_empty");
+}
+
+void BM_StepVsEmpty(benchmark::State& state) { StepVsEmpty(state, Shared()); }
 BENCHMARK(BM_StepVsEmpty)->UseRealTime()->MinTime(2.0);
+
+// The cost of access control: the same Step on a server without it and on one checking a
+// token (digest, lookup, role), alternated.
+void BM_StepWithTokenVsWithout(benchmark::State& state) {
+  Fixture& plain = Shared();
+  Fixture& checked = SharedWithTokens();
+  const v1::StepRequest without = OneTick(plain.NewOneVehicleSession());
+  const v1::StepRequest with = OneTick(checked.NewOneVehicleSession());
+  Alternate(
+      state, [&] { return plain.Step(without); }, [&] { return checked.Step(with); },
+      "without_token_us", "with_token_us", "with_over_without");
+}
+BENCHMARK(BM_StepWithTokenVsWithout)->UseRealTime()->MinTime(2.0);
+
+// BM_StepVsEmpty over TLS.
+void BM_TlsStepVsEmpty(benchmark::State& state) { StepVsEmpty(state, SharedTls()); }
+BENCHMARK(BM_TlsStepVsEmpty)->UseRealTime()->MinTime(2.0);
 
 }  // namespace
 }  // namespace pitlane
