@@ -964,7 +964,10 @@ absl::StatusOr<std::shared_ptr<session::Session>> SimulatorService::Authorized(
     const Caller& caller, auth::Need need, absl::string_view id,
     std::optional<std::uint64_t> vehicle_id) {
   if (id.empty()) return absl::InvalidArgumentError("session_id: required");
-  RETURN_IF_ERROR(Access::Check(caller, need, id, vehicle_id, session::NoSuchSession(id)));
+  // The NotFound is made only for a caller who may not see the session.
+  RETURN_IF_ERROR(Access::Check(caller, need, id, vehicle_id,
+                                Access::MaySee(caller, id) ? absl::OkStatus()
+                                                           : session::NoSuchSession(id)));
   return sessions_.Find(id);
 }
 

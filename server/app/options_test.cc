@@ -2,11 +2,13 @@
 
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/auth/tokens.h"
 #include "server/util/status_matchers.h"
 
 namespace pitlane::app {
@@ -193,6 +195,81 @@ TEST(OptionsFromFlagsTest, ZeroWorkersMeansOnePerCoreWithinTheCap) {
   EXPECT_EQ(OptionsFromFlags(flags, 0)->server.worker_threads, 1);  // Core count unknown.
   EXPECT_EQ(OptionsFromFlags(flags, 1000)->server.worker_threads, 256);
 }
+
+}  // namespace
+}  // namespace pitlane::app
+
+namespace pitlane::app {
+namespace {
+
+// --auth with --listen and an admin token: the mode the server runs in, or the refusal.
+struct AuthCase {
+  std::string name;
+  std::string listen;
+  std::string auth;
+  std::string admin_token_env;
+  bool allow_remote;
+  std::optional<api::AuthMode> mode;  // nullopt: refused with `message`.
+  bool generated = false;             // The admin token was generated.
+  std::string message;
+};
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class AuthModeTest : public ::testing::TestWithParam<AuthCase> {};
+
+constexpr char kToken[] = "plt_abcdefghijklmnopqrstuvwxyz234567";
+
+TEST_P(AuthModeTest, ResolvesTheModeOrRefusesNamingTheFlag) {
+  const AuthCase& c = GetParam();
+  FlagValues flags;
+  flags.listen = c.listen;
+  flags.auth = c.auth;
+  flags.admin_token_env = c.admin_token_env;
+  flags.allow_unauthenticated_remote_access = c.allow_remote;
+  absl::StatusOr<StartupOptions> options = OptionsFromFlags(flags, 2);
+  if (!c.mode.has_value()) {
+    EXPECT_THAT(options, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)));
+    if (!c.admin_token_env.empty()) {
+      EXPECT_THAT(options.status().message(), Not(HasSubstr(c.admin_token_env)));
+    }
+    return;
+  }
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->server.access.mode, *c.mode);
+  EXPECT_EQ(options->admin_token_generated, c.generated);
+  if (*c.mode == api::AuthMode::kToken) {
+    EXPECT_TRUE(auth::LooksLikeToken(options->server.admin_token));
+    if (!c.generated) EXPECT_EQ(options->server.admin_token, c.admin_token_env);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Auth, AuthModeTest,
+    ::testing::ValuesIn(std::vector<AuthCase>{
+        {"AutoOnLoopbackIsNone", "127.0.0.1:50051", "auto", "", false, api::AuthMode::kNone},
+        {"AutoOnIpv6LoopbackIsNone", "[::1]:50051", "auto", "", false, api::AuthMode::kNone},
+        {"AutoOnLocalhostIsNone", "localhost:0", "auto", "", false, api::AuthMode::kNone},
+        {"AutoOnTheWildcardIsTokenGenerated", "0.0.0.0:50051", "auto", "", false,
+         api::AuthMode::kToken, true},
+        {"AutoOnALanAddressIsToken", "192.168.1.20:50051", "auto", kToken, false,
+         api::AuthMode::kToken},
+        {"AutoWithAnAdminTokenIsToken", "127.0.0.1:50051", "auto", kToken, false,
+         api::AuthMode::kToken},
+        {"TokenOnLoopback", "127.0.0.1:0", "token", "", false, api::AuthMode::kToken, true},
+        {"NoneOnTheWildcardIsRefused", "0.0.0.0:50051", "none", "", false, std::nullopt, false,
+         "--allow_unauthenticated_remote_access"},
+        {"NoneOnTheWildcardWhenAllowed", "0.0.0.0:50051", "none", "", true,
+         api::AuthMode::kNone},
+        {"NoneWithAnAdminToken", "127.0.0.1:0", "none", kToken, false, std::nullopt, false,
+         "use --auth=token"},
+        {"UnknownMode", "127.0.0.1:0", "tokens", "", false, std::nullopt, false,
+         "--auth: must be auto, token or none"},
+        {"MalformedAdminToken", "127.0.0.1:0", "token", "hunter2-secret", false, std::nullopt,
+         false, "PITLANE_ADMIN_TOKEN: the admin token must be"},
+    }),
+    [](const ::testing::TestParamInfo<AuthCase>& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace pitlane::app

@@ -451,3 +451,20 @@ def test_no_token_appears_in_the_logs(token_server, admin, admin_token):
     log = "\n".join(token_server.output)
     assert "plt_" not in log, "a token-like string is in the log"
     assert admin_token not in log
+
+
+def test_a_generated_admin_token_is_printed_once_and_never_logged():
+    import re
+    import time
+    with running_server("--auth=token") as server:
+        deadline = time.monotonic() + 10.0
+        printed = []
+        while not printed and time.monotonic() < deadline:
+            printed = [line for line in server.output if "Admin token (generated" in line]
+            time.sleep(0.05)
+        assert len(printed) == 1 and printed[0].startswith("[stdout]"), server.output
+        token = re.search(r"(plt_[a-z2-7]{32})", printed[0]).group(1)
+        with pitlane.Client(server.address, token=token) as admin:
+            sid = admin.create_session(name="generated").session_id
+            admin.delete_session(sid)
+        assert sum(token in line for line in server.output) == 1
