@@ -71,20 +71,18 @@ absl::StatusOr<absl::string_view> TokenOf(const grpc::ServerContextBase& context
 
 }  // namespace
 
-std::string Access::TokenIdOf(const grpc::ServerContextBase& context) const {
-  if (options_.mode == AuthMode::kNone) return "";
-  const absl::StatusOr<absl::string_view> token = TokenOf(context);
-  if (!token.ok() || !auth::LooksLikeToken(*token)) return "";
-  return auth::TokenId(auth::DigestOf(*token));
-}
-
 absl::StatusOr<Caller> Access::Authenticate(const grpc::ServerContextBase& context) const {
   if (options_.mode == AuthMode::kNone) {
     return Caller{.grant = std::nullopt, .principal = PeerHost(context.peer())};
   }
   ASSIGN_OR_RETURN(const absl::string_view token, TokenOf(context));
-  ASSIGN_OR_RETURN(auth::Grant grant, tokens_.Check(token));
+  if (!auth::LooksLikeToken(token)) {
+    return absl::UnauthenticatedError("authorization: not a Pitlane token");
+  }
+  const auth::Digest digest = auth::DigestOf(token);
+  ASSIGN_OR_RETURN(auth::Grant grant, tokens_.CheckDigest(digest));
   Caller caller;
+  caller.token_id = auth::TokenId(digest);
   if (grant.role != auth::Role::kAdmin) caller.principal = grant.principal;
   caller.grant = std::move(grant);
   return caller;

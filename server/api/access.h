@@ -46,6 +46,8 @@ struct Caller {
   std::optional<auth::Grant> grant;
   // Whose quota its sessions count against; empty if not limited.
   std::string principal;
+  // The id of the token it showed (auth::TokenId); empty with --auth=none.
+  std::string token_id;
 };
 
 // Thread-safe.
@@ -61,9 +63,6 @@ class Access {
   // The caller of a call, from its `authorization` metadata and peer. Unauthenticated with
   // --auth=token for no token, a malformed, unknown or revoked one (never echoing it).
   absl::StatusOr<Caller> Authenticate(const grpc::ServerContextBase& context) const;
-
-  // The id (auth::TokenId) of the token the call shows; "" with --auth=none or none shown.
-  std::string TokenIdOf(const grpc::ServerContextBase& context) const;
 
   // Whether `caller` may do what `need` says on `session_id` (and `vehicle_id`, for kDrive).
   // `not_found` is what the caller is told for a session it may not see: the same NotFound

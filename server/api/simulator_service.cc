@@ -29,6 +29,12 @@ absl::Status InField(absl::string_view field, const absl::Status& status) {
   return PrefixField(field, status);
 }
 
+// Who made a change, for its audit line: "<role> <token id>", or "anyone" with --auth=none.
+std::string By(const Caller& caller) {
+  if (!caller.grant.has_value()) return "anyone";
+  return absl::StrCat(auth::RoleName(caller.grant->role), " ", caller.token_id);
+}
+
 grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
                                       const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -323,7 +329,8 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
     if (session != nullptr && subscriber != nullptr) {
       if (!token_id_.empty()) service_.DriveEnded(token_id_, this);
       session->DetachController(subscriber.get());
-      Audit(peer_, "controller.detach", {{"session", session->id()}, {"vehicle", vehicle}});
+      Audit(peer_, "controller.detach",
+            {{"by", By(caller_)}, {"session", session->id()}, {"vehicle", vehicle}});
     }
     self_.reset();  // May destroy this object: nothing may follow.
   }
@@ -373,7 +380,7 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
       service_.DriveAttached(token_id_, (*session)->id(), attach.vehicle_id(), this);
     }
     Audit(peer_, "controller.attach",
-          {{"session", (*session)->id()},
+          {{"by", By(caller_)}, {"session", (*session)->id()},
            {"vehicle", attach.vehicle_id()},
            {"on_disconnect", action == session::DisconnectAction::kBrakeToStop ? "brake_to_stop"
                                                                                : "hold_controls"}});
@@ -584,7 +591,7 @@ grpc::ServerUnaryReactor* SimulatorService::CreateSession(grpc::CallbackServerCo
     const session::SessionDescription description = session->Describe(/*with_vehicles=*/false);
     SessionToProto(description, response->mutable_session());
     Audit(context->peer(), "session.create",
-          {{"session", session->id()},
+          {{"by", By(caller)}, {"session", session->id()},
            {"name", description.config.name},
            {"scenario", request->config().scenario()},
            {"clock_mode", v1::ClockMode_Name(ClockModeToProto(description.config.clock.mode))},
@@ -624,7 +631,9 @@ grpc::ServerUnaryReactor* SimulatorService::ResetSession(grpc::CallbackServerCon
     access_.tokens().RevokeDrivers(session->id());
     FrameToProto(*frame, response->mutable_state());
     Audit(context->peer(), "session.reset",
-          {{"session", session->id()}, {"vehicles", frame->vehicles.size()}});
+          {{"by", By(caller)},
+           {"session", session->id()},
+           {"vehicles", frame->vehicles.size()}});
     // Too big to send, the reset still happened: say so, so that the client does not retry it.
     return CheckResponseSize(response->ByteSizeLong(),
                              "the session was reset; read its state with StreamStates and "
@@ -672,7 +681,10 @@ grpc::ServerUnaryReactor* SimulatorService::DeleteSession(grpc::CallbackServerCo
     ASSIGN_OR_RETURN(const session::SimTime time, sessions_.Delete(request->session_id()));
     SimTimeToProto(time, response->mutable_time());
     Audit(context->peer(), "session.delete",
-          {{"session", request->session_id()}, {"tick", time.tick}, {"open", sessions_.size()}});
+          {{"by", By(caller)},
+           {"session", request->session_id()},
+           {"tick", time.tick},
+           {"open", sessions_.size()}});
     return absl::OkStatus();
       });
 }
@@ -699,7 +711,8 @@ grpc::ServerUnaryReactor* SimulatorService::SpawnVehicle(grpc::CallbackServerCon
       std::vector<auth::Grant> grants;
       grants.reserve(ids->size());
       for (const sim::VehicleId id : *ids) {
-        grants.push_back({.role = auth::Role::kDriver, .session_id = session->id(), .vehicle_id = id});
+        grants.push_back(
+            {.role = auth::Role::kDriver, .session_id = session->id(), .vehicle_id = id});
       }
       absl::StatusOr<std::vector<auth::Minted>> minted = access_.Mint(caller, std::move(grants));
       if (!minted.ok()) {  // Other tokens took the room since the check: all or none.
@@ -713,7 +726,7 @@ grpc::ServerUnaryReactor* SimulatorService::SpawnVehicle(grpc::CallbackServerCon
     }
     SimTimeToProto(session->Now(), response->mutable_time());
     Audit(context->peer(), "vehicles.spawn",
-          {{"session", session->id()},
+          {{"by", By(caller)}, {"session", session->id()},
            {"count", ids->size()},
            {"first_id", ids->front()},
            {"last_id", ids->back()}});
@@ -732,7 +745,7 @@ grpc::ServerUnaryReactor* SimulatorService::RemoveVehicle(grpc::CallbackServerCo
     access_.tokens().RevokeVehicle(session->id(), request->vehicle_id());
     SimTimeToProto(session->Now(), response->mutable_time());
     Audit(context->peer(), "vehicles.remove",
-          {{"session", session->id()}, {"vehicle", request->vehicle_id()}});
+          {{"by", By(caller)}, {"session", session->id()}, {"vehicle", request->vehicle_id()}});
     return absl::OkStatus();
       });
 }
@@ -759,7 +772,7 @@ grpc::ServerUnaryReactor* SimulatorService::AddObstacle(grpc::CallbackServerCont
     response->mutable_obstacle_ids()->Add(ids->begin(), ids->end());
     SimTimeToProto(session->Now(), response->mutable_time());
     Audit(context->peer(), "obstacles.add",
-          {{"session", session->id()},
+          {{"by", By(caller)}, {"session", session->id()},
            {"count", ids->size()},
            {"first_id", ids->front()},
            {"last_id", ids->back()}});
@@ -777,7 +790,7 @@ grpc::ServerUnaryReactor* SimulatorService::RemoveObstacle(grpc::CallbackServerC
     RETURN_IF_ERROR(session->RemoveObstacle(request->obstacle_id()));
     SimTimeToProto(session->Now(), response->mutable_time());
     Audit(context->peer(), "obstacles.remove",
-          {{"session", session->id()}, {"obstacle", request->obstacle_id()}});
+          {{"by", By(caller)}, {"session", session->id()}, {"obstacle", request->obstacle_id()}});
     return absl::OkStatus();
       });
 }
@@ -788,11 +801,10 @@ grpc::ServerUnaryReactor* SimulatorService::SetControls(grpc::CallbackServerCont
       context, *raw_request, raw_response, access_,
       [&](const Caller& caller, const v1::SetControlsRequest* request, v1::SetControlsResponse* response) -> absl::Status {
     // A driver sets its own vehicle's controls only; an owner any.
-    ASSIGN_OR_RETURN(const auto session,
-                     Authorized(caller, auth::Need::kDrive, request->session_id(),
-                                request->controls().empty()
-                                    ? std::nullopt
-                                    : std::optional<std::uint64_t>(request->controls(0).vehicle_id())));
+    std::optional<std::uint64_t> first_vehicle;
+    if (!request->controls().empty()) first_vehicle = request->controls(0).vehicle_id();
+    ASSIGN_OR_RETURN(const auto session, Authorized(caller, auth::Need::kDrive,
+                                                    request->session_id(), first_vehicle));
     if (request->controls_size() > kMaxControlsPerCall) {
       return absl::InvalidArgumentError(absl::StrCat("controls: at most ", kMaxControlsPerCall,
                                                      " per call, got ",
@@ -853,7 +865,7 @@ grpc::ServerUnaryReactor* SimulatorService::SetClock(grpc::CallbackServerContext
     response->set_paused(clock.paused);
     response->set_barrier_timeout_s(clock.barrier_timeout_s);
     Audit(context->peer(), "clock.set",
-          {{"session", session->id()},
+          {{"by", By(caller)}, {"session", session->id()},
            {"clock_mode", v1::ClockMode_Name(response->clock_mode())},
            {"real_time_factor", clock.real_time_factor},
            {"paused", clock.paused ? "true" : "false"},
@@ -941,8 +953,9 @@ std::shared_ptr<FrameEncoder> SimulatorService::EncoderFor(const session::Sessio
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SimulatorService::Drive(
     grpc::CallbackServerContext* context) {
-  return DriveReactor::Start(*this, context->peer(), access_.Authenticate(*context),
-                             access_.TokenIdOf(*context));
+  absl::StatusOr<Caller> caller = access_.Authenticate(*context);
+  std::string token_id = caller.ok() ? caller->token_id : "";
+  return DriveReactor::Start(*this, context->peer(), std::move(caller), std::move(token_id));
 }
 
 void SimulatorService::DriveAttached(const std::string& token_id, const std::string& session_id,
@@ -1039,10 +1052,10 @@ grpc::ServerUnaryReactor* SimulatorService::MintToken(grpc::CallbackServerContex
     response->set_token(std::move(minted.front().token));
     response->set_token_id(minted.front().id);
     Audit(context->peer(), "token.mint",
-          {{"session", session->id()},
+          {{"by", By(caller)}, {"session", session->id()},
            {"role", auth::RoleName(grant.role)},
            {"vehicle", grant.vehicle_id},
-           {"token_id", response->token_id()}});
+           {"issued", response->token_id()}});
     return absl::OkStatus();
       });
 }
@@ -1076,7 +1089,7 @@ grpc::ServerUnaryReactor* SimulatorService::RevokeToken(grpc::CallbackServerCont
           absl::UnauthenticatedError("authorization: this controller's token was revoked"));
     }
     Audit(context->peer(), "token.revoke",
-          {{"session", session->id()}, {"token_id", request->token_id()}});
+          {{"by", By(caller)}, {"session", session->id()}, {"revoked", request->token_id()}});
     return absl::OkStatus();
       });
 }
@@ -1094,7 +1107,7 @@ grpc::ServerUnaryReactor* SimulatorService::DetachController(grpc::CallbackServe
                          absl::AbortedError("the session's owner detached this controller")));
     SimTimeToProto(time, response->mutable_time());
     Audit(context->peer(), "controller.detach",
-          {{"session", session->id()}, {"vehicle", request->vehicle_id()}, {"by", "owner"}});
+          {{"by", By(caller)}, {"session", session->id()}, {"vehicle", request->vehicle_id()}});
     return absl::OkStatus();
       });
 }

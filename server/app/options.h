@@ -93,13 +93,12 @@ struct StartupOptions {
   bool tls = false;
 };
 
-// Checks every flag and converts them; reads the admin token and TLS files they name.
-// --auth=auto is token when --listen is not a loopback address or an admin token is given,
-// none otherwise; --auth=none on a non-loopback address needs
-// --allow_unauthenticated_remote_access (or clients authenticated by --tls_client_ca_file). `cpu_cores` (std::thread::hardware_concurrency(), which
-// may be 0 when unknown) sizes worker_threads = 0. InvalidArgument naming the flag and its
-// allowed range, e.g. "--max_sessions: must be in [1, 100000], got 0", for the first flag out
-// of range.
+// Checks every flag and converts them; reads the admin token and TLS files they name. --auth=auto
+// is token when --listen is not a loopback address or an admin token is given, none otherwise;
+// --auth=none on a non-loopback address needs --allow_unauthenticated_remote_access (or clients
+// authenticated by --tls_client_ca_file). `cpu_cores` (std::thread::hardware_concurrency(), which
+// may be 0 when unknown) sizes worker_threads = 0. InvalidArgument naming the flag and its allowed
+// range, e.g. "--max_sessions: must be in [1, 100000], got 0", for the first flag out of range.
 absl::StatusOr<StartupOptions> OptionsFromFlags(const FlagValues& flags, unsigned cpu_cores);
 
 // Checks that `address` is host:port with a port in [0, 65535] and a non-empty host, an IPv6

@@ -97,6 +97,8 @@ class TokenStore {
   // The grant of `token`. Unauthenticated, never echoing the token: "authorization: not a
   // Pitlane token" for a malformed one, "authorization: unknown or revoked token" otherwise.
   absl::StatusOr<Grant> Check(absl::string_view token) const;
+  // The grant of the token with this digest (Unauthenticated as Check says).
+  absl::StatusOr<Grant> CheckDigest(const Digest& digest) const;
 
   // Revokes one token; false if it was not live.
   bool Revoke(absl::string_view token);

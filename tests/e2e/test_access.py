@@ -8,6 +8,7 @@ what a second student could do to a first one's session on the landed server.
 
 import base64
 import os
+import re
 import secrets
 
 import grpc
@@ -451,6 +452,9 @@ def test_no_token_appears_in_the_logs(token_server, admin, admin_token):
     log = "\n".join(token_server.output)
     assert "plt_" not in log, "a token-like string is in the log"
     assert admin_token not in log
+    # Changes name who made them by role and token id (never the token).
+    assert re.search(r"session\.create.*admin tok_[0-9a-f]{16}", log), log[-2000:]
+    assert re.search(r"token\.revoke.*(admin|owner) tok_[0-9a-f]{16}.*revoked.*tok_[0-9a-f]{16}", log)
 
 
 def test_a_generated_admin_token_is_printed_once_and_never_logged():
