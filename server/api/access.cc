@@ -1,25 +1,36 @@
 #include "server/api/access.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <array>
 #include <cstdint>
 #include <utility>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "server/util/random_bytes.h"
 #include "server/util/status_macros.h"
 
 namespace pitlane::api {
 namespace {
 
-// Whether `host` (no port, no brackets) is this machine alone.
+// Whether `host` (no port, no brackets) is this machine alone: "localhost", an IPv4 address
+// in 127.0.0.0/8, ::1, or an IPv4-mapped loopback (::ffff:127.0.0.1). Names other than
+// localhost are not resolved: they count as remote.
 bool IsLoopbackHost(absl::string_view host) {
-  if (host == "localhost" || host == "::1") return true;
-  const std::vector<absl::string_view> octets = absl::StrSplit(host, '.');
-  int first = 0;
-  return octets.size() == 4 && absl::SimpleAtoi(octets[0], &first) && first == 127;
+  if (host == "localhost") return true;
+  const std::string text(host);
+  in_addr v4;
+  if (inet_pton(AF_INET, text.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6;
+  if (inet_pton(AF_INET6, text.c_str(), &v6) != 1) return false;
+  if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+  return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
 }
 
 // A principal of its own, for the tokens an admin mints.
@@ -38,14 +49,14 @@ std::string PeerHost(absl::string_view peer) {
     return IsLoopbackHost(address) ? "" : absl::StrCat("ipv4:", address);
   }
   if (absl::ConsumePrefix(&peer, "ipv6:")) {
-    address = peer.substr(0, peer.rfind(':'));  // "[::1]"
+    // gRPC writes the brackets percent-encoded: "ipv6:%5B::1%5D:51234".
+    const std::string decoded =
+        absl::StrReplaceAll(peer, {{"%5B", "["}, {"%5D", "]"}, {"%5b", "["}, {"%5d", "]"}});
+    address = absl::string_view(decoded).substr(0, decoded.rfind(':'));  // "[::1]"
     absl::ConsumePrefix(&address, "[");
     absl::ConsumeSuffix(&address, "]");
-    // IPv4-mapped loopback, e.g. "::ffff:127.0.0.1".
-    const bool loopback =
-        IsLoopbackHost(address) || (absl::StartsWithIgnoreCase(address, "::ffff:") &&
-                                    IsLoopbackHost(address.substr(7)));
-    return loopback ? "" : absl::StrCat("ipv6:", address);
+    address = address.substr(0, address.find('%'));  // A zone, "fe80::1%25eth0".
+    return IsLoopbackHost(address) ? "" : absl::StrCat("ipv6:", address);
   }
   return "";  // A Unix socket: this machine.
 }
@@ -83,6 +94,7 @@ absl::StatusOr<Caller> Access::Authenticate(const grpc::ServerContextBase& conte
   ASSIGN_OR_RETURN(auth::Grant grant, tokens_.CheckDigest(digest));
   Caller caller;
   caller.token_id = auth::TokenId(digest);
+  caller.digest = digest;
   if (grant.role != auth::Role::kAdmin) caller.principal = grant.principal;
   caller.grant = std::move(grant);
   return caller;
@@ -98,6 +110,10 @@ absl::Status Access::Check(const Caller& caller, auth::Need need, absl::string_v
 bool Access::MaySee(const Caller& caller, absl::string_view session_id) {
   return !caller.grant.has_value() || caller.grant->role == auth::Role::kAdmin ||
          caller.grant->session_id == session_id;
+}
+
+bool Access::StillValid(const Caller& caller) const {
+  return !caller.digest.has_value() || tokens_.CheckDigest(*caller.digest).ok();
 }
 
 absl::Status Access::Reserve(const Caller& caller) {
@@ -120,14 +136,15 @@ void Access::Unreserve(const Caller& caller) {
   if (it != held_.end() && --it->second == 0) held_.erase(it);
 }
 
-void Access::Bind(const Caller& caller, absl::string_view session_id) {
-  if (caller.principal.empty()) return;
+void Access::Admit(const Caller* caller, absl::string_view session_id) {
+  tokens_.OpenSession(session_id);
+  if (caller == nullptr || caller->principal.empty()) return;
   absl::MutexLock lock(&mu_);
-  principal_of_[session_id] = caller.principal;
+  principal_of_[session_id] = caller->principal;
 }
 
 void Access::SessionGone(absl::string_view session_id) {
-  tokens_.RevokeSession(session_id);
+  tokens_.CloseSession(session_id);
   absl::MutexLock lock(&mu_);
   const auto bound = principal_of_.find(session_id);
   if (bound == principal_of_.end()) return;
@@ -137,13 +154,17 @@ void Access::SessionGone(absl::string_view session_id) {
 }
 
 absl::StatusOr<std::vector<auth::Minted>> Access::Mint(const Caller& minter,
-                                                       std::vector<auth::Grant> grants) {
-  std::string principal = minter.principal;
-  if (minter.grant.has_value() && minter.grant->role == auth::Role::kAdmin) {
-    ASSIGN_OR_RETURN(principal, NewPrincipal());
+                                                       std::vector<auth::Grant> grants,
+                                                       bool pending) {
+  const bool admin = minter.grant.has_value() && minter.grant->role == auth::Role::kAdmin;
+  for (auth::Grant& grant : grants) {
+    if (admin) {
+      ASSIGN_OR_RETURN(grant.principal, NewPrincipal());
+    } else {
+      grant.principal = minter.principal;
+    }
   }
-  for (auth::Grant& grant : grants) grant.principal = principal;
-  return tokens_.MintAll(grants, options_.max_tokens_per_session);
+  return tokens_.MintAll(grants, options_.max_tokens_per_session, pending);
 }
 
 }  // namespace pitlane::api

@@ -46,8 +46,9 @@ struct Caller {
   std::optional<auth::Grant> grant;
   // Whose quota its sessions count against; empty if not limited.
   std::string principal;
-  // The id of the token it showed (auth::TokenId); empty with --auth=none.
+  // The id of the token it showed (auth::TokenId) and its digest; empty with --auth=none.
   std::string token_id;
+  std::optional<auth::Digest> digest;
 };
 
 // Thread-safe.
@@ -73,19 +74,27 @@ class Access {
   // Whether ListSessions shows `session_id` to `caller`.
   static bool MaySee(const Caller& caller, absl::string_view session_id);
 
-  // Quota: a slot for one more session of `caller`, taken before the session is created.
-  // ResourceExhausted naming --max_sessions_per_client when it holds that many.
+  // Whether the token `caller` authenticated with is still live (streams check again when
+  // they register; see SimulatorService::RegisterStream). Always true with --auth=none.
+  bool StillValid(const Caller& caller) const;
+
+  // Quota: a slot for one more session of `caller`, taken before the session is created
+  // (ResourceExhausted naming --max_sessions_per_client when it holds that many), and given
+  // back by Unreserve if the session is not created after all.
   absl::Status Reserve(const Caller& caller);
-  // The session was created (Bind) or could not be (Unreserve).
-  void Bind(const Caller& caller, absl::string_view session_id);
   void Unreserve(const Caller& caller);
+  // The session was created: tokens may be minted for it, and the slot `caller` reserved (if
+  // any) is its until SessionGone.
+  void Admit(const Caller* caller, absl::string_view session_id);
   // The session is gone (deleted, reaped): its slot is free and its tokens are revoked.
   void SessionGone(absl::string_view session_id);
 
-  // Mints the tokens of `grants` for `minter`: owner and driver tokens minted by an owner carry
-  // its principal on; those an admin mints start their own (see Grant::principal).
+  // Mints the tokens of `grants` for `minter`: tokens minted by an owner carry its principal
+  // on; each an admin mints starts its own (see Grant::principal). `pending` as
+  // TokenStore::MintAll.
   absl::StatusOr<std::vector<auth::Minted>> Mint(const Caller& minter,
-                                                 std::vector<auth::Grant> grants);
+                                                 std::vector<auth::Grant> grants,
+                                                 bool pending = false);
 
  private:
   const AccessOptions options_;
@@ -94,6 +103,24 @@ class Access {
   // Sessions held (and being created) per principal, and each session's principal.
   absl::flat_hash_map<std::string, std::uint32_t> held_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::string> principal_of_ ABSL_GUARDED_BY(mu_);
+};
+
+// A quota slot reserved by Access::Reserve, given back when this goes out of scope unless
+// Take() says Access::Admit took it over.
+class Reservation {
+ public:
+  Reservation(Access& access, const Caller& caller) : access_(access), caller_(caller) {}
+  ~Reservation() {
+    if (!taken_) access_.Unreserve(caller_);
+  }
+  Reservation(const Reservation&) = delete;
+  Reservation& operator=(const Reservation&) = delete;
+  void Take() { taken_ = true; }
+
+ private:
+  Access& access_;
+  const Caller& caller_;
+  bool taken_ = false;
 };
 
 // "ipv4:10.0.0.7" of "ipv4:10.0.0.7:51234": a peer without its port. Empty for loopback peers

@@ -103,14 +103,22 @@ grpc::ByteBuffer EncodeResponse(std::shared_ptr<const void> owner, const std::st
 // Ownership: the reactor owns itself through `self_` until gRPC calls OnDone; its subscriber
 // holds another reference while the session may still tell it something.
 class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
-                                 public session::SubscriberTransport {
+                                 public session::SubscriberTransport,
+                                 public SimulatorService::RevocableStream {
  public:
+  // `caller`: who opened it; the stream ends when its token is revoked.
   static grpc::ServerWriteReactor<grpc::ByteBuffer>* Start(
-      std::shared_ptr<session::Session> session, session::SubscriberOptions options,
-      std::shared_ptr<FrameEncoder> encoder) {
-    auto reactor = std::shared_ptr<StateStreamReactor>(
-        new StateStreamReactor(session, options.vehicle_ids, std::move(encoder)));
+      SimulatorService& service, Caller caller, std::shared_ptr<session::Session> session,
+      session::SubscriberOptions options, std::shared_ptr<FrameEncoder> encoder) {
+    auto reactor = std::shared_ptr<StateStreamReactor>(new StateStreamReactor(
+        service, std::move(caller), session, options.vehicle_ids, std::move(encoder)));
     reactor->self_ = reactor;
+    if (absl::Status registered = service.RegisterStream(reactor->caller_, reactor);
+        !registered.ok()) {
+      absl::MutexLock lock(&reactor->mu_);
+      reactor->FinishLocked(ToGrpcStatus(registered));
+      return reactor.get();
+    }
     auto subscriber =
         std::make_shared<session::Subscriber>(std::move(options), reactor, &session->clock());
     {
@@ -154,6 +162,9 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     FinishLocked(grpc::Status::CANCELLED);
   }
 
+  // The token was revoked: the stream ends as if the session had closed.
+  void Revoked(const absl::Status& status) override { OnClosed(status); }
+
   void OnDone() override {
     std::shared_ptr<session::Subscriber> subscriber;
     {
@@ -161,13 +172,17 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
       subscriber = std::move(subscriber_);
     }
     if (subscriber != nullptr) session_->Unsubscribe(subscriber.get());
+    service_.UnregisterStream(caller_, this);  // Nothing if it never registered.
     self_.reset();  // May destroy this object: nothing may follow.
   }
 
  private:
-  StateStreamReactor(std::shared_ptr<session::Session> session,
+  StateStreamReactor(SimulatorService& service, Caller caller,
+                     std::shared_ptr<session::Session> session,
                      std::vector<sim::VehicleId> vehicle_ids, std::shared_ptr<FrameEncoder> encoder)
-      : session_(std::move(session)),
+      : service_(service),
+        caller_(std::move(caller)),
+        session_(std::move(session)),
         vehicle_ids_(std::move(vehicle_ids)),
         encoder_(std::move(encoder)) {}
 
@@ -228,6 +243,8 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     Finish(std::move(status));
   }
 
+  SimulatorService& service_;
+  const Caller caller_;
   const std::shared_ptr<session::Session> session_;
   const std::vector<sim::VehicleId> vehicle_ids_;  // Sorted, unique; empty: all.
   const std::shared_ptr<FrameEncoder> encoder_;
@@ -248,14 +265,13 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
 //
 // Locking: never calls into the session while holding its own lock.
 class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
-                           public session::SubscriberTransport {
+                           public session::SubscriberTransport,
+                           public SimulatorService::RevocableStream {
  public:
   // `peer`: the client's address, for the audit lines of attach and detach. `caller`: who
-  // calls (an error ends the stream at once); `token_id`: the id of the token it called with
-  // ("" for none), so that revoking the token ends the stream.
+  // calls (an error ends the stream at once); the stream ends when its token is revoked.
   static grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Start(
-      SimulatorService& service, std::string peer, absl::StatusOr<Caller> caller,
-      std::string token_id) {
+      SimulatorService& service, std::string peer, absl::StatusOr<Caller> caller) {
     auto reactor = std::shared_ptr<DriveReactor>(new DriveReactor(service, std::move(peer)));
     reactor->self_ = reactor;
     if (!caller.ok()) {
@@ -263,10 +279,17 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
       return reactor.get();
     }
     reactor->caller_ = *std::move(caller);
-    reactor->token_id_ = std::move(token_id);
+    if (absl::Status registered = service.RegisterStream(reactor->caller_, reactor);
+        !registered.ok()) {
+      reactor->FinishSoon(ToGrpcStatus(registered));
+      return reactor.get();
+    }
     reactor->StartRead(&reactor->raw_request_);
     return reactor.get();
   }
+
+  // The token was revoked: the stream ends (and OnDone detaches its controller).
+  void Revoked(const absl::Status& status) override { FinishSoon(ToGrpcStatus(status)); }
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // The controller half-closed (it is done) or the stream broke.
@@ -325,9 +348,9 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
       subscriber = std::move(subscriber_);
       vehicle = vehicle_;
     }
+    service_.UnregisterStream(caller_, this);  // Nothing if it never registered.
     // Attached (a failed attach leaves no subscriber): the controller leaves.
     if (session != nullptr && subscriber != nullptr) {
-      if (!token_id_.empty()) service_.DriveEnded(token_id_, this);
       session->DetachController(subscriber.get());
       Audit(peer_, "controller.detach",
             {{"by", By(caller_)}, {"session", session->id()}, {"vehicle", vehicle}});
@@ -375,9 +398,6 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
       absl::MutexLock lock(&mu_);
       subscriber_.reset();
       return PrefixField("attach", attached);
-    }
-    if (!token_id_.empty()) {
-      service_.DriveAttached(token_id_, (*session)->id(), attach.vehicle_id(), this);
     }
     Audit(peer_, "controller.attach",
           {{"by", By(caller_)}, {"session", (*session)->id()},
@@ -473,8 +493,7 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
 
   SimulatorService& service_;
   const std::string peer_;
-  Caller caller_;         // Set before the first read.
-  std::string token_id_;  // Likewise.
+  Caller caller_;  // Set in Start, before the first read.
   std::shared_ptr<DriveReactor> self_;
   grpc::ByteBuffer raw_request_;  // The read in flight (reads are sequential).
   v1::DriveRequest request_;      // The last one read, parsed.
@@ -571,13 +590,9 @@ grpc::ServerUnaryReactor* SimulatorService::CreateSession(grpc::CallbackServerCo
       context, *raw_request, raw_response, access_,
       [&](const Caller& caller, const v1::CreateSessionRequest* request, v1::CreateSessionResponse* response) -> absl::Status {
     RETURN_IF_ERROR(access_.Reserve(caller));
-    absl::StatusOr<std::shared_ptr<session::Session>> created = CreateFromConfig(request->config());
-    if (!created.ok()) {
-      access_.Unreserve(caller);
-      return created.status();
-    }
-    const std::shared_ptr<session::Session> session = *std::move(created);
-    access_.Bind(caller, session->id());
+    Reservation reservation(access_, caller);  // Given back unless the session takes it.
+    ASSIGN_OR_RETURN(const std::shared_ptr<session::Session> session,
+                     CreateFromConfig(request->config(), &caller, &reservation));
     if (access_.mode() == AuthMode::kToken) {
       absl::StatusOr<std::vector<auth::Minted>> owner =
           access_.Mint(caller, {{.role = auth::Role::kOwner, .session_id = session->id()}});
@@ -603,7 +618,7 @@ grpc::ServerUnaryReactor* SimulatorService::CreateSession(grpc::CallbackServerCo
 }
 
 absl::StatusOr<std::shared_ptr<session::Session>> SimulatorService::CreateFromConfig(
-    const v1::SessionConfig& config) {
+    const v1::SessionConfig& config, const Caller* caller, Reservation* reservation) {
   v1::SessionConfig merged;
   if (!config.scenario().empty()) {
     absl::StatusOr<v1::SessionConfig> scenario = LoadScenario(config.scenario(), scenario_dir_);
@@ -616,6 +631,14 @@ absl::StatusOr<std::shared_ptr<session::Session>> SimulatorService::CreateFromCo
   if (!session_request.ok()) return InField("config", session_request.status());
   auto session = sessions_.Create(*session_request);
   if (!session.ok()) return InField("config", session.status());
+  access_.Admit(caller, (*session)->id());
+  if (reservation != nullptr) reservation->Take();
+  // Deleted before it was admitted (by an admin who listed it, or at shutdown)? Then nothing
+  // released its slot or closed it for tokens: do it here. Deleted later, SessionGone will.
+  if (!sessions_.Find((*session)->id()).ok()) {
+    access_.SessionGone((*session)->id());
+    return absl::AbortedError("the new session was deleted as it was created; create it again");
+  }
   return session;
 }
 
@@ -628,7 +651,7 @@ grpc::ServerUnaryReactor* SimulatorService::ResetSession(grpc::CallbackServerCon
                      Authorized(caller, auth::Need::kOwn, request->session_id()));
     ASSIGN_OR_RETURN(const auto frame, session->Reset());
     // The vehicles are gone (the config's come back with new ids): so are their drivers.
-    access_.tokens().RevokeDrivers(session->id());
+    EndStreams(access_.tokens().RevokeDrivers(session->id()));
     FrameToProto(*frame, response->mutable_state());
     Audit(context->peer(), "session.reset",
           {{"by", By(caller)},
@@ -701,28 +724,35 @@ grpc::ServerUnaryReactor* SimulatorService::SpawnVehicle(grpc::CallbackServerCon
       return absl::InvalidArgumentError(absl::StrCat(
           "vehicles: must hold 1 to ", kMaxSpawnsPerCall, " specs, got ", count));
     }
-    if (request->driver_tokens()) RETURN_IF_ERROR(CheckTokensFit(session->id(), count));
     ASSIGN_OR_RETURN(const std::vector<sim::VehicleSpec> specs,
                      VehicleSpecsFromProto(request->vehicles(), session->config().route_names));
-    auto ids = session->SpawnVehicles(specs);
-    if (!ids.ok()) return InField("vehicles", ids.status());
-    response->mutable_vehicle_ids()->Add(ids->begin(), ids->end());
+    // The tokens first, pending (they authenticate nothing yet), so that nothing is spawned
+    // if they do not fit; they learn their vehicles once these exist.
+    std::vector<auth::Minted> tokens;
     if (request->driver_tokens()) {
-      std::vector<auth::Grant> grants;
-      grants.reserve(ids->size());
-      for (const sim::VehicleId id : *ids) {
-        grants.push_back(
-            {.role = auth::Role::kDriver, .session_id = session->id(), .vehicle_id = id});
+      if (access_.mode() != AuthMode::kToken) {
+        return absl::FailedPreconditionError(
+            "driver_tokens: this server does not use tokens (--auth=none); anyone may drive");
       }
-      absl::StatusOr<std::vector<auth::Minted>> minted = access_.Mint(caller, std::move(grants));
-      if (!minted.ok()) {  // Other tokens took the room since the check: all or none.
-        for (const sim::VehicleId id : *ids) (void)session->RemoveVehicle(id);
-        return minted.status();
+      const std::vector<auth::Grant> grants(
+          count, {.role = auth::Role::kDriver, .session_id = session->id()});
+      absl::StatusOr<std::vector<auth::Minted>> minted =
+          access_.Mint(caller, grants, /*pending=*/true);
+      if (!minted.ok()) return PrefixField("driver_tokens", minted.status());
+      tokens = *std::move(minted);
+    }
+    auto ids = session->SpawnVehicles(specs);
+    if (!ids.ok()) {
+      for (const auth::Minted& token : tokens) {
+        (void)access_.tokens().RevokeById(session->id(), token.id);
       }
-      for (auth::Minted& token : *minted) {
-        response->add_driver_tokens(std::move(token.token));
-        response->add_driver_token_ids(token.id);
-      }
+      return InField("vehicles", ids.status());
+    }
+    response->mutable_vehicle_ids()->Add(ids->begin(), ids->end());
+    access_.tokens().Activate(tokens, *ids);
+    for (auth::Minted& token : tokens) {
+      response->add_driver_tokens(std::move(token.token));
+      response->add_driver_token_ids(token.id);
     }
     SimTimeToProto(session->Now(), response->mutable_time());
     Audit(context->peer(), "vehicles.spawn",
@@ -742,7 +772,7 @@ grpc::ServerUnaryReactor* SimulatorService::RemoveVehicle(grpc::CallbackServerCo
     ASSIGN_OR_RETURN(const auto session,
                      Authorized(caller, auth::Need::kOwn, request->session_id()));
     RETURN_IF_ERROR(session->RemoveVehicle(request->vehicle_id()));
-    access_.tokens().RevokeVehicle(session->id(), request->vehicle_id());
+    EndStreams(access_.tokens().RevokeVehicle(session->id(), request->vehicle_id()));
     SimTimeToProto(session->Now(), response->mutable_time());
     Audit(context->peer(), "vehicles.remove",
           {{"by", By(caller)}, {"session", session->id()}, {"vehicle", request->vehicle_id()}});
@@ -935,7 +965,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* SimulatorService::StreamStates(
       Authorized(*caller, auth::Need::kRead, request.session_id());
   if (!session.ok()) return new Failed(session.status());
   std::shared_ptr<FrameEncoder> encoder = EncoderFor(**session);
-  return StateStreamReactor::Start(*std::move(session), std::move(options), std::move(encoder));
+  return StateStreamReactor::Start(*this, *std::move(caller), *std::move(session),
+                                   std::move(options), std::move(encoder));
 }
 
 std::shared_ptr<FrameEncoder> SimulatorService::EncoderFor(const session::Session& session) {
@@ -953,24 +984,52 @@ std::shared_ptr<FrameEncoder> SimulatorService::EncoderFor(const session::Sessio
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SimulatorService::Drive(
     grpc::CallbackServerContext* context) {
-  absl::StatusOr<Caller> caller = access_.Authenticate(*context);
-  std::string token_id = caller.ok() ? caller->token_id : "";
-  return DriveReactor::Start(*this, context->peer(), std::move(caller), std::move(token_id));
+  return DriveReactor::Start(*this, context->peer(), access_.Authenticate(*context));
 }
 
-void SimulatorService::DriveAttached(const std::string& token_id, const std::string& session_id,
-                                     std::uint64_t vehicle_id, const void* stream) {
-  absl::MutexLock lock(&drives_mu_);
-  drives_[token_id].push_back(
-      {.session_id = session_id, .vehicle_id = vehicle_id, .stream = stream});
+absl::Status SimulatorService::RegisterStream(const Caller& caller,
+                                              std::weak_ptr<RevocableStream> stream) {
+  if (caller.token_id.empty()) return absl::OkStatus();
+  {
+    absl::MutexLock lock(&streams_mu_);
+    streams_[caller.token_id].push_back(std::move(stream));
+  }
+  // A revocation since Authenticate either sees the registration (and ends the stream) or
+  // happened before this check.
+  if (!access_.StillValid(caller)) {
+    return absl::UnauthenticatedError("authorization: unknown or revoked token");
+  }
+  return absl::OkStatus();
 }
 
-void SimulatorService::DriveEnded(const std::string& token_id, const void* stream) {
-  absl::MutexLock lock(&drives_mu_);
-  const auto it = drives_.find(token_id);
-  if (it == drives_.end()) return;
-  std::erase_if(it->second, [stream](const AttachedDrive& d) { return d.stream == stream; });
-  if (it->second.empty()) drives_.erase(it);
+void SimulatorService::UnregisterStream(const Caller& caller, const RevocableStream* stream) {
+  if (caller.token_id.empty()) return;
+  absl::MutexLock lock(&streams_mu_);
+  const auto it = streams_.find(caller.token_id);
+  if (it == streams_.end()) return;
+  std::erase_if(it->second, [stream](const std::weak_ptr<RevocableStream>& s) {
+    const std::shared_ptr<RevocableStream> live = s.lock();
+    return live == nullptr || live.get() == stream;
+  });
+  if (it->second.empty()) streams_.erase(it);
+}
+
+void SimulatorService::EndStreams(const std::vector<std::string>& token_ids) {
+  std::vector<std::shared_ptr<RevocableStream>> ending;
+  {
+    absl::MutexLock lock(&streams_mu_);
+    for (const std::string& id : token_ids) {
+      const auto it = streams_.find(id);
+      if (it == streams_.end()) continue;
+      for (const std::weak_ptr<RevocableStream>& stream : it->second) {
+        if (std::shared_ptr<RevocableStream> live = stream.lock()) ending.push_back(live);
+      }
+    }
+  }
+  // Outside the lock: a stream may end (and unregister) right away.
+  for (const std::shared_ptr<RevocableStream>& stream : ending) {
+    stream->Revoked(absl::UnauthenticatedError("authorization: this stream's token was revoked"));
+  }
 }
 
 absl::StatusOr<std::shared_ptr<session::Session>> SimulatorService::Authorized(
@@ -982,22 +1041,6 @@ absl::StatusOr<std::shared_ptr<session::Session>> SimulatorService::Authorized(
                                 Access::MaySee(caller, id) ? absl::OkStatus()
                                                            : session::NoSuchSession(id)));
   return sessions_.Find(id);
-}
-
-absl::Status SimulatorService::CheckTokensFit(absl::string_view session_id,
-                                              std::size_t count) const {
-  if (access_.mode() != AuthMode::kToken) {
-    return absl::FailedPreconditionError(
-        "driver_tokens: this server does not use tokens (--auth=none); anyone may drive");
-  }
-  const std::size_t max = access_.options().max_tokens_per_session;
-  const std::size_t live = access_.tokens().live(session_id);
-  if (live + count > max) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "driver_tokens: the session holds ", live, " live tokens and may hold ", max,
-        " (--max_tokens_per_session); revoke some with RevokeToken or spawn fewer"));
-  }
-  return absl::OkStatus();
 }
 
 namespace {
@@ -1076,18 +1119,7 @@ grpc::ServerUnaryReactor* SimulatorService::RevokeToken(grpc::CallbackServerCont
       return absl::NotFoundError(absl::StrCat("token_id: no live token ", request->token_id(),
                                               " in session ", session->id()));
     }
-    // The Drive streams attached with it end.
-    std::vector<AttachedDrive> attached;
-    {
-      absl::MutexLock lock(&drives_mu_);
-      const auto it = drives_.find(request->token_id());
-      if (it != drives_.end()) attached = it->second;
-    }
-    for (const AttachedDrive& drive : attached) {
-      (void)session->DetachVehicleController(
-          drive.vehicle_id,
-          absl::UnauthenticatedError("authorization: this controller's token was revoked"));
-    }
+    EndStreams({request->token_id()});  // Its Drive and StreamStates streams end.
     Audit(context->peer(), "token.revoke",
           {{"by", By(caller)}, {"session", session->id()}, {"revoked", request->token_id()}});
     return absl::OkStatus();

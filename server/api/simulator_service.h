@@ -69,10 +69,12 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
         sessions_(sessions),
         scenario_dir_(std::move(scenario_dir)) {}
 
-  // A session from a config as CreateSession takes it (the scenario merged in first). Errors
-  // name the field under "config".
+  // A session from a config as CreateSession takes it (the scenario merged in first), admitted
+  // (Access::Admit) for `caller` (null: the server's own, counted against no quota), taking
+  // over its `reservation` if any. Errors name the field under "config".
   absl::StatusOr<std::shared_ptr<session::Session>> CreateFromConfig(
-      const v1::SessionConfig& config);
+      const v1::SessionConfig& config, const Caller* caller = nullptr,
+      Reservation* reservation = nullptr);
 
   grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* context,
                                          const grpc::ByteBuffer* request,
@@ -134,20 +136,22 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
       const Caller& caller, auth::Need need, absl::string_view id,
       std::optional<std::uint64_t> vehicle_id = std::nullopt);
 
-  // The Drive streams attached with each token, so that revoking it ends them.
-  void DriveAttached(const std::string& token_id, const std::string& session_id,
-                     std::uint64_t vehicle_id, const void* stream);
-  void DriveEnded(const std::string& token_id, const void* stream);
-
-  // Whether `count` more tokens fit in the session (SpawnVehicle's driver_tokens).
-  absl::Status CheckTokensFit(absl::string_view session_id, std::size_t count) const;
+  // A Drive or StreamStates stream, which ends (Revoked) when the token it was opened with is
+  // revoked.
+  class RevocableStream {
+   public:
+    virtual ~RevocableStream() = default;
+    virtual void Revoked(const absl::Status& status) = 0;
+  };
+  // Registers a stream opened by `caller` (nothing with --auth=none), then checks its token
+  // again: Unauthenticated if it was revoked since the call was authenticated (the stream is
+  // then not registered). Unregister when the stream is done.
+  absl::Status RegisterStream(const Caller& caller, std::weak_ptr<RevocableStream> stream);
+  void UnregisterStream(const Caller& caller, const RevocableStream* stream);
 
  private:
-  struct AttachedDrive {
-    std::string session_id;
-    std::uint64_t vehicle_id;
-    const void* stream;  // Identifies the stream's registration.
-  };
+  // Ends the streams opened with the tokens of `token_ids` (they were revoked).
+  void EndStreams(const std::vector<std::string>& token_ids);
 
   // Rough encoded sizes, for HeavyReads: a vehicle's state, a vehicle's description (spec
   // and state), an obstacle, a contact.
@@ -164,8 +168,10 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   Access& access_;
   session::SessionManager& sessions_;
   const std::string scenario_dir_;
-  absl::Mutex drives_mu_;
-  absl::flat_hash_map<std::string, std::vector<AttachedDrive>> drives_ ABSL_GUARDED_BY(drives_mu_);
+  absl::Mutex streams_mu_;
+  // The open streams by the id of the token they were opened with.
+  absl::flat_hash_map<std::string, std::vector<std::weak_ptr<RevocableStream>>> streams_
+      ABSL_GUARDED_BY(streams_mu_);
   absl::Mutex encoders_mu_;
   // Per session streamed: an encoder alive while a stream of the session holds it.
   absl::flat_hash_map<const session::Session*, std::weak_ptr<FrameEncoder>> encoders_

@@ -60,6 +60,8 @@ TEST(Tokens, DigestIsSha256) {
 
 TEST(TokenStore, ChecksRevokesAndNeverEchoesATokenInItsErrors) {
   TokenStore store;
+  store.OpenSession("s-a");
+  store.OpenSession("s-b");
   const absl::StatusOr<std::string> owner = store.Mint({.role = Role::kOwner, .session_id = "s-a"});
   const absl::StatusOr<std::string> driver =
       store.Mint({.role = Role::kDriver, .session_id = "s-a", .vehicle_id = 3});
@@ -77,19 +79,67 @@ TEST(TokenStore, ChecksRevokesAndNeverEchoesATokenInItsErrors) {
   EXPECT_EQ(unknown_status.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(unknown_status.message(), Not(HasSubstr(*unknown)));
 
-  EXPECT_EQ(store.RevokeVehicle("s-a", 3), 1u);
+  EXPECT_THAT(store.RevokeVehicle("s-a", 3), testing::ElementsAre(TokenId(DigestOf(*driver))));
   EXPECT_EQ(store.Check(*driver).status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE(store.Revoke(*other));
   EXPECT_FALSE(store.Revoke(*other));
-  EXPECT_EQ(store.RevokeSession("s-a"), 1u);
+  EXPECT_EQ(store.CloseSession("s-a"), 1u);
   EXPECT_EQ(store.size(), 0u);
+  // A closed session gets no more tokens.
+  EXPECT_EQ(store.Mint({.role = Role::kViewer, .session_id = "s-a"}).status().code(),
+            absl::StatusCode::kNotFound);
 
   EXPECT_EQ(store.Add("not a token", {.role = Role::kAdmin}).code(),
             absl::StatusCode::kInvalidArgument);
   const absl::StatusOr<std::string> admin = NewToken();
   ASSERT_TRUE(store.Add(*admin, {.role = Role::kAdmin}).ok());
-  EXPECT_EQ(store.RevokeSession(""), 0u);  // An admin belongs to no session.
+  EXPECT_EQ(store.CloseSession(""), 0u);  // An admin belongs to no session.
   EXPECT_EQ(store.Check(*admin)->role, Role::kAdmin);
+  EXPECT_FALSE(store.RevokeById("s-b", TokenId(DigestOf(*admin))));  // Not a session's.
+}
+
+TEST(TokenStore, RevokesByIdWithinItsSessionOnly) {
+  TokenStore store;
+  store.OpenSession("s-a");
+  store.OpenSession("s-b");
+  absl::StatusOr<std::vector<Minted>> minted = store.MintAll(
+      {{.role = Role::kViewer, .session_id = "s-a"}, {.role = Role::kOwner, .session_id = "s-b"}},
+      10);
+  ASSERT_TRUE(minted.ok());
+  EXPECT_EQ((*minted)[0].id, TokenId(DigestOf((*minted)[0].token)));
+  EXPECT_FALSE(store.RevokeById("s-b", (*minted)[0].id));  // s-a's token.
+  EXPECT_TRUE(store.Check((*minted)[0].token).ok());
+  EXPECT_TRUE(store.RevokeById("s-a", (*minted)[0].id));
+  EXPECT_FALSE(store.RevokeById("s-a", (*minted)[0].id));
+  EXPECT_EQ(store.live("s-a"), 0u);
+  EXPECT_EQ(store.live("s-b"), 1u);
+}
+
+TEST(TokenStore, CountsEachSessionsTokensAgainstItsLimitAllOrNone) {
+  TokenStore store;
+  store.OpenSession("s-a");
+  const std::vector<Grant> three(3, Grant{.role = Role::kViewer, .session_id = "s-a"});
+  ASSERT_TRUE(store.MintAll(three, 4).ok());
+  const absl::Status over = store.MintAll({three[0], three[0]}, 4).status();
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(over.message(), HasSubstr("--max_tokens_per_session"));
+  EXPECT_EQ(store.live("s-a"), 3u);  // Nothing of the refused pair.
+  EXPECT_TRUE(store.MintAll({three[0]}, 4).ok());
+}
+
+TEST(TokenStore, PendingTokensAuthenticateOnlyOnceActivated) {
+  TokenStore store;
+  store.OpenSession("s-a");
+  absl::StatusOr<std::vector<Minted>> minted =
+      store.MintAll({{.role = Role::kDriver, .session_id = "s-a"},
+                     {.role = Role::kDriver, .session_id = "s-a"}},
+                    10, /*pending=*/true);
+  ASSERT_TRUE(minted.ok());
+  EXPECT_EQ(store.Check((*minted)[0].token).status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(store.live("s-a"), 2u);  // They count against the limit already.
+  store.Activate(*minted, {7, 9});
+  EXPECT_EQ(store.Check((*minted)[0].token)->vehicle_id, 7u);
+  EXPECT_EQ(store.Check((*minted)[1].token)->vehicle_id, 9u);
 }
 
 // Every role against every kind of action, on its own session, another session and another

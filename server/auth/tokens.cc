@@ -85,21 +85,59 @@ std::size_t TokenStore::DigestHash::operator()(const Digest& digest) const {
   return hash;
 }
 
-void TokenStore::InsertLocked(const Digest& digest, const Grant& grant) {
-  const auto [it, inserted] = grants_.insert_or_assign(digest, grant);
-  if (inserted && grant.role != Role::kAdmin) ++per_session_[grant.session_id];
+void TokenStore::OpenSession(absl::string_view session_id) {
+  absl::MutexLock lock(&mu_);
+  sessions_.try_emplace(session_id);
+}
+
+std::size_t TokenStore::CloseSession(absl::string_view session_id) {
+  absl::MutexLock lock(&mu_);
+  const auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) return 0;
+  const DigestSet digests = std::move(it->second);
+  sessions_.erase(it);
+  for (const Digest& digest : digests) {
+    const auto token = tokens_.find(digest);
+    if (token == tokens_.end()) continue;
+    by_id_.erase(token->second.id);
+    tokens_.erase(token);
+  }
+  return digests.size();
+}
+
+void TokenStore::InsertLocked(const Digest& digest, Entry entry) {
+  if (entry.grant.role != Role::kAdmin) sessions_[entry.grant.session_id].insert(digest);
+  by_id_[entry.id] = digest;
+  tokens_.insert_or_assign(digest, std::move(entry));
+}
+
+void TokenStore::EraseLocked(const Digest& digest) {
+  const auto it = tokens_.find(digest);
+  if (it == tokens_.end()) return;
+  if (it->second.grant.role != Role::kAdmin) {
+    const auto session = sessions_.find(it->second.grant.session_id);
+    if (session != sessions_.end()) session->second.erase(digest);
+  }
+  by_id_.erase(it->second.id);
+  tokens_.erase(it);
 }
 
 template <typename Predicate>
-std::size_t TokenStore::EraseIfLocked(Predicate revoked) {
-  return absl::erase_if(grants_, [&](const auto& entry) {
-    if (!revoked(entry.first, entry.second)) return false;
-    if (entry.second.role != Role::kAdmin) {
-      const auto count = per_session_.find(entry.second.session_id);
-      if (count != per_session_.end() && --count->second == 0) per_session_.erase(count);
+std::vector<std::string> TokenStore::EraseInSessionLocked(absl::string_view session_id,
+                                                          Predicate revoked) {
+  std::vector<std::string> ids;
+  const auto session = sessions_.find(session_id);
+  if (session == sessions_.end()) return ids;
+  std::vector<Digest> erase;
+  for (const Digest& digest : session->second) {
+    const auto it = tokens_.find(digest);
+    if (it != tokens_.end() && revoked(it->second.grant)) {
+      erase.push_back(digest);
+      ids.push_back(it->second.id);
     }
-    return true;
-  });
+  }
+  for (const Digest& digest : erase) EraseLocked(digest);
+  return ids;
 }
 
 absl::StatusOr<std::string> TokenStore::Mint(const Grant& grant) {
@@ -109,7 +147,8 @@ absl::StatusOr<std::string> TokenStore::Mint(const Grant& grant) {
 }
 
 absl::StatusOr<std::vector<Minted>> TokenStore::MintAll(const std::vector<Grant>& grants,
-                                                        std::size_t max_per_session) {
+                                                        std::size_t max_per_session,
+                                                        bool pending) {
   std::vector<Minted> minted;
   std::vector<Digest> digests;
   minted.reserve(grants.size());
@@ -123,17 +162,33 @@ absl::StatusOr<std::vector<Minted>> TokenStore::MintAll(const std::vector<Grant>
   absl::flat_hash_map<absl::string_view, std::size_t> adding;
   for (const Grant& grant : grants) {
     if (grant.role == Role::kAdmin) continue;
-    const auto live = per_session_.find(grant.session_id);
-    const std::size_t after =
-        ++adding[grant.session_id] + (live == per_session_.end() ? 0 : live->second);
-    if (after > max_per_session) {
+    const auto session = sessions_.find(grant.session_id);
+    if (session == sessions_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("session_id: session ", grant.session_id, " was deleted"));
+    }
+    if (++adding[grant.session_id] + session->second.size() > max_per_session) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "a session holds at most ", max_per_session,
           " live tokens (--max_tokens_per_session); revoke some with RevokeToken"));
     }
   }
-  for (std::size_t i = 0; i < grants.size(); ++i) InsertLocked(digests[i], grants[i]);
+  for (std::size_t i = 0; i < grants.size(); ++i) {
+    InsertLocked(digests[i], {.grant = grants[i], .id = minted[i].id, .pending = pending});
+  }
   return minted;
+}
+
+void TokenStore::Activate(const std::vector<Minted>& minted,
+                          const std::vector<std::uint64_t>& vehicle_ids) {
+  absl::MutexLock lock(&mu_);
+  for (std::size_t i = 0; i < minted.size() && i < vehicle_ids.size(); ++i) {
+    const auto id = by_id_.find(minted[i].id);
+    if (id == by_id_.end()) continue;  // Revoked meanwhile (the session was deleted).
+    Entry& entry = tokens_.at(id->second);
+    entry.grant.vehicle_id = vehicle_ids[i];
+    entry.pending = false;
+  }
 }
 
 absl::Status TokenStore::Add(absl::string_view token, const Grant& grant) {
@@ -142,8 +197,9 @@ absl::Status TokenStore::Add(absl::string_view token, const Grant& grant) {
         "token: must be \"", kTokenPrefix, "\" and ", kTokenRandomChars,
         " characters of a-z and 2-7"));
   }
+  const Digest digest = DigestOf(token);
   absl::MutexLock lock(&mu_);
-  InsertLocked(DigestOf(token), grant);
+  InsertLocked(digest, {.grant = grant, .id = TokenId(digest)});
   return absl::OkStatus();
 }
 
@@ -156,61 +212,56 @@ absl::StatusOr<Grant> TokenStore::Check(absl::string_view token) const {
 
 absl::StatusOr<Grant> TokenStore::CheckDigest(const Digest& digest) const {
   absl::MutexLock lock(&mu_);
-  const auto it = grants_.find(digest);
+  const auto it = tokens_.find(digest);
   // The map compared the digests already; compare again in constant time, so that the
   // answer never depends on how much of a digest matched.
-  if (it == grants_.end() || !SameDigest(it->first, digest)) {
+  if (it == tokens_.end() || !SameDigest(it->first, digest) || it->second.pending) {
     return absl::UnauthenticatedError("authorization: unknown or revoked token");
   }
-  return it->second;
+  return it->second.grant;
 }
 
 bool TokenStore::Revoke(absl::string_view token) {
   if (!LooksLikeToken(token)) return false;
   const Digest digest = DigestOf(token);
   absl::MutexLock lock(&mu_);
-  return EraseIfLocked([&](const Digest& d, const Grant&) { return d == digest; }) > 0;
+  if (!tokens_.contains(digest)) return false;
+  EraseLocked(digest);
+  return true;
 }
 
 bool TokenStore::RevokeById(absl::string_view session_id, absl::string_view token_id) {
   absl::MutexLock lock(&mu_);
-  return EraseIfLocked([&](const Digest& digest, const Grant& grant) {
-           return grant.role != Role::kAdmin && grant.session_id == session_id &&
-                  TokenId(digest) == token_id;
-         }) > 0;
+  const auto id = by_id_.find(token_id);
+  if (id == by_id_.end()) return false;
+  const Grant& grant = tokens_.at(id->second).grant;
+  if (grant.role == Role::kAdmin || grant.session_id != session_id) return false;
+  EraseLocked(Digest(id->second));
+  return true;
 }
 
-std::size_t TokenStore::RevokeSession(absl::string_view session_id) {
+std::vector<std::string> TokenStore::RevokeVehicle(absl::string_view session_id, std::uint64_t vehicle_id) {
   absl::MutexLock lock(&mu_);
-  return EraseIfLocked([&](const Digest&, const Grant& grant) {
-    return grant.role != Role::kAdmin && grant.session_id == session_id;
+  return EraseInSessionLocked(session_id, [&](const Grant& grant) {
+    return grant.role == Role::kDriver && grant.vehicle_id == vehicle_id;
   });
 }
 
-std::size_t TokenStore::RevokeVehicle(absl::string_view session_id, std::uint64_t vehicle_id) {
+std::vector<std::string> TokenStore::RevokeDrivers(absl::string_view session_id) {
   absl::MutexLock lock(&mu_);
-  return EraseIfLocked([&](const Digest&, const Grant& grant) {
-    return grant.role == Role::kDriver && grant.session_id == session_id &&
-           grant.vehicle_id == vehicle_id;
-  });
-}
-
-std::size_t TokenStore::RevokeDrivers(absl::string_view session_id) {
-  absl::MutexLock lock(&mu_);
-  return EraseIfLocked([&](const Digest&, const Grant& grant) {
-    return grant.role == Role::kDriver && grant.session_id == session_id;
-  });
+  return EraseInSessionLocked(session_id,
+                              [](const Grant& grant) { return grant.role == Role::kDriver; });
 }
 
 std::size_t TokenStore::size() const {
   absl::MutexLock lock(&mu_);
-  return grants_.size();
+  return tokens_.size();
 }
 
 std::size_t TokenStore::live(absl::string_view session_id) const {
   absl::MutexLock lock(&mu_);
-  const auto it = per_session_.find(session_id);
-  return it == per_session_.end() ? 0 : it->second;
+  const auto it = sessions_.find(session_id);
+  return it == sessions_.end() ? 0 : it->second.size();
 }
 
 }  // namespace pitlane::auth

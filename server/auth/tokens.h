@@ -19,6 +19,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -81,15 +82,26 @@ bool SameDigest(const Digest& a, const Digest& b);
 // in RevokeToken and in logs; the token cannot be recovered from it.
 std::string TokenId(const Digest& digest);
 
-// The tokens the server has handed out, by digest. Thread-safe.
+// The tokens the server has handed out, by digest, indexed by id and by session so that no
+// revocation scans every token. Tokens are minted only for sessions that are open (OpenSession
+// until CloseSession), so none outlives its session. Thread-safe.
 class TokenStore {
  public:
+  // Sessions tokens may be minted for: from their creation until they are gone. CloseSession
+  // revokes every token of the session; returns how many.
+  void OpenSession(absl::string_view session_id);
+  std::size_t CloseSession(absl::string_view session_id);
+
   // Mints a token for `grant` and returns it: the only time it exists in the clear.
   absl::StatusOr<std::string> Mint(const Grant& grant);
   // Mints a token for each of `grants`, all or none. ResourceExhausted if a session would
-  // hold more than `max_per_session` live tokens (naming --max_tokens_per_session).
+  // hold more than `max_per_session` live tokens (naming --max_tokens_per_session); NotFound
+  // ("session_id") for a session not open. With `pending`, the tokens do not authenticate
+  // until Activate (SpawnVehicle mints them before its vehicles exist).
   absl::StatusOr<std::vector<Minted>> MintAll(const std::vector<Grant>& grants,
-                                              std::size_t max_per_session);
+                                              std::size_t max_per_session, bool pending = false);
+  // Pending tokens (by id) become live, the i-th driving vehicle_ids[i].
+  void Activate(const std::vector<Minted>& minted, const std::vector<std::uint64_t>& vehicle_ids);
   // Adds a token chosen by the operator (the admin token from a file or the environment).
   // InvalidArgument if it does not have a token's form.
   absl::Status Add(absl::string_view token, const Grant& grant);
@@ -102,31 +114,38 @@ class TokenStore {
 
   // Revokes one token; false if it was not live.
   bool Revoke(absl::string_view token);
-  // Revokes the token of `session_id` with this id (TokenId); false if none is live.
+  // Revokes the token of `session_id` with this id (TokenId), pending or live; false if none.
   bool RevokeById(absl::string_view session_id, absl::string_view token_id);
-  // Revokes the driver tokens of a session (it was reset: its vehicle ids start again).
-  std::size_t RevokeDrivers(absl::string_view session_id);
-  // Revokes every token of a session (it was deleted), or of one of its vehicles (it was
-  // removed); returns how many.
-  std::size_t RevokeSession(absl::string_view session_id);
-  std::size_t RevokeVehicle(absl::string_view session_id, std::uint64_t vehicle_id);
+  // Revokes the driver tokens of a session (it was reset: its vehicles are gone), or those of
+  // one vehicle (it was removed); returns their ids.
+  std::vector<std::string> RevokeDrivers(absl::string_view session_id);
+  std::vector<std::string> RevokeVehicle(absl::string_view session_id, std::uint64_t vehicle_id);
   std::size_t size() const;
-  // Live tokens of a session.
+  // Tokens of a session, pending ones included.
   std::size_t live(absl::string_view session_id) const;
 
  private:
   struct DigestHash {
     std::size_t operator()(const Digest& digest) const;
   };
-  // Erases the grants `revoked` picks, keeping the per-session counts; returns how many.
+  struct Entry {
+    Grant grant;
+    std::string id;
+    bool pending = false;
+  };
+  using DigestSet = absl::flat_hash_set<Digest, DigestHash>;
+  void InsertLocked(const Digest& digest, Entry entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EraseLocked(const Digest& digest) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Erases the tokens of `session_id` that `revoked` picks; returns their ids.
   template <typename Predicate>
-  std::size_t EraseIfLocked(Predicate revoked) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void InsertLocked(const Digest& digest, const Grant& grant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<std::string> EraseInSessionLocked(absl::string_view session_id, Predicate revoked)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<Digest, Grant, DigestHash> grants_ ABSL_GUARDED_BY(mu_);
-  // Live tokens per session.
-  absl::flat_hash_map<std::string, std::size_t> per_session_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<Digest, Entry, DigestHash> tokens_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Digest> by_id_ ABSL_GUARDED_BY(mu_);
+  // The open sessions and the digests of their tokens.
+  absl::flat_hash_map<std::string, DigestSet> sessions_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pitlane::auth

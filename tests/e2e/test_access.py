@@ -445,18 +445,6 @@ def test_bad_mint_and_revoke_requests_name_the_field(token_server, admin):
         admin.delete_session(sid)
 
 
-def test_no_token_appears_in_the_logs(token_server, admin, admin_token):
-    """Runs last in this module: every token the tests above used went through this server."""
-    w = World(admin)
-    w.cleanup()
-    log = "\n".join(token_server.output)
-    assert "plt_" not in log, "a token-like string is in the log"
-    assert admin_token not in log
-    # Changes name who made them by role and token id (never the token).
-    assert re.search(r"session\.create.*admin tok_[0-9a-f]{16}", log), log[-2000:]
-    assert re.search(r"token\.revoke.*(admin|owner) tok_[0-9a-f]{16}.*revoked.*tok_[0-9a-f]{16}", log)
-
-
 def test_a_generated_admin_token_is_printed_once_and_never_logged():
     import re
     import time
@@ -472,3 +460,113 @@ def test_a_generated_admin_token_is_printed_once_and_never_logged():
             sid = admin.create_session(name="generated").session_id
             admin.delete_session(sid)
         assert sum(token in line for line in server.output) == 1
+
+
+def test_a_drive_stream_opened_before_its_token_was_revoked_cannot_attach(token_server, admin):
+    import queue as queue_module
+    sid = admin.create_session(name="early").session_id
+    try:
+        [(car, token, token_id)] = admin.spawn_vehicles_with_tokens(sid, [pitlane.vehicle_spec()])
+        with admin.with_token(token) as driver_client:
+            requests = queue_module.Queue()
+            stream = driver_client.stub.Drive(iter(requests.get, None), timeout=10.0)
+            admin.revoke_token(sid, token_id)  # Before the stream says which car.
+            requests.put(pb.DriveRequest(attach=pb.DriveAttach(session_id=sid, vehicle_id=car)))
+            with pytest.raises(grpc.RpcError) as err:
+                next(stream)
+            assert err.value.code() == UNAUTH
+            requests.put(None)
+        # Nobody holds the car: the owner attaches.
+        owner = admin.drive(sid, car)
+        owner.observe()
+        owner.close()
+    finally:
+        admin.delete_session(sid)
+
+
+def revoke_viewer(admin, sid):
+    token, token_id = admin.mint_token(sid, "viewer")
+    return token, lambda: admin.revoke_token(sid, token_id)
+
+
+def remove_drivers_car(admin, sid):
+    [(car, token, _)] = admin.spawn_vehicles_with_tokens(sid, [pitlane.vehicle_spec()])
+    return token, lambda: admin.remove_vehicle(sid, car)
+
+
+@pytest.mark.parametrize("make", [revoke_viewer, remove_drivers_car],
+                         ids=["revoked viewer token", "driver of a removed car"])
+def test_a_revoked_token_ends_its_state_stream(token_server, admin, make):
+    sid = admin.create_session(name="watched").session_id
+    try:
+        token, revoke = make(admin, sid)
+        with admin.with_token(token) as watcher:
+            stream = watcher.stub.StreamStates(pb.StreamStatesRequest(session_id=sid), timeout=10)
+            next(stream)
+            revoke()
+            with pytest.raises(grpc.RpcError) as err:
+                for _ in stream:
+                    pass
+            assert err.value.code() == UNAUTH
+    finally:
+        admin.delete_session(sid)
+
+
+def test_the_admin_keeps_its_rights_when_a_team_revokes_the_owner_token_it_was_given(
+        token_server, admin_token):
+    with pitlane.Client(token_server.address, token=admin_token) as instructor:
+        sid = instructor.create_session(name="team").session_id
+        team_token, team_token_id = instructor.owner_tokens[sid]
+        with instructor.with_token(team_token) as team:
+            team.mint_token(sid, "owner")
+            team.revoke_token(sid, team_token_id)  # The token the instructor's client kept.
+        # The instructor's client falls back to the admin token, for calls and streams.
+        assert instructor.get_session(sid).session_id == sid
+        car = instructor.spawn_vehicle(sid)
+        driver = instructor.drive(sid, car)
+        driver.observe()
+        driver.close()
+        instructor.delete_session(sid)
+
+
+def test_a_student_drives_in_a_session_it_created(token_server, admin):
+    home = admin.create_session(name="home").session_id
+    try:
+        viewer, _ = admin.mint_token(home, "viewer")
+        with admin.with_token(viewer) as student:
+            sid = student.create_session(name="sandbox").session_id
+            car = student.spawn_vehicle(sid)
+            driver = student.drive(sid, car)  # With the sandbox's owner token.
+            assert driver.observe().vehicle.vehicle_id == car
+            driver.close()
+            student.delete_session(sid)
+    finally:
+        admin.delete_session(home)
+
+
+def test_each_token_an_admin_mints_has_its_own_quota(token_server, admin):
+    race = admin.create_session(name="race").session_id
+    created = []
+    try:
+        cars = admin.spawn_vehicles_with_tokens(race, [pitlane.vehicle_spec(y_m=5.0 * i)
+                                                       for i in range(2)])
+        for _, token, _ in cars:  # Team 1 filling its quota leaves team 2's alone.
+            with admin.with_token(token) as team:
+                for _ in range(QUOTA):
+                    created.append(team.create_session(name="practice").session_id)
+                assert_code(grpc.StatusCode.RESOURCE_EXHAUSTED, team.create_session, name="x")
+    finally:
+        for sid in created + [race]:
+            admin.delete_session(sid)
+
+
+def test_no_token_appears_in_the_logs(token_server, admin, admin_token):
+    """Runs last in this module: every token the tests above used went through this server."""
+    w = World(admin)
+    w.cleanup()
+    log = "\n".join(token_server.output)
+    assert "plt_" not in log, "a token-like string is in the log"
+    assert admin_token not in log
+    # Changes name who made them by role and token id (never the token).
+    assert re.search(r"session\.create.*admin tok_[0-9a-f]{16}", log), log[-2000:]
+    assert re.search(r"token\.revoke.*(admin|owner) tok_[0-9a-f]{16}.*revoked.*tok_[0-9a-f]{16}", log)

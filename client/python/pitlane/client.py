@@ -227,7 +227,7 @@ class Driver:
     _END = object()
 
     def __init__(self, stub, session_id: str, vehicle_id: int, on_disconnect: str,
-                 max_buffered: int = 64):
+                 max_buffered: int = 64, metadata=None):
         if on_disconnect not in _DISCONNECT_ACTIONS:
             raise ValueError(
                 f"on_disconnect must be one of {sorted(_DISCONNECT_ACTIONS)}, "
@@ -247,7 +247,7 @@ class Driver:
         self._observations = queue.Queue()
         self._max_buffered = max_buffered
         self.unseen = 0  # Observations dropped here because the buffer was full.
-        self._call = stub.Drive(self._request_iterator(), timeout=86400.0)
+        self._call = stub.Drive(self._request_iterator(), timeout=86400.0, metadata=metadata)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -347,19 +347,27 @@ class _BearerToken(
     grpc.StreamUnaryClientInterceptor,
     grpc.StreamStreamClientInterceptor,
 ):
-    """Adds ``authorization: Bearer <token>`` to every call (plaintext or TLS alike): the
-    owner token of the request's session if this client created it, else the client's."""
+    """Adds ``authorization: Bearer <token>`` to every call (plaintext or TLS alike).
 
-    def __init__(self, token: str, owner_tokens: dict):
+    The client's own token goes first. For a session this client created (whose owner token
+    it keeps), a unary call the own token may not make (NOT_FOUND or PERMISSION_DENIED: the
+    server did nothing) is made again with the owner token, which is then used first for that
+    session; if the owner token turns out revoked (UNAUTHENTICATED), it is forgotten and the own
+    token used again. An admin's client thus always acts as the admin.
+    """
+
+    _RETRY_AS_OWNER = (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED)
+
+    def __init__(self, token: str, owner_tokens: dict, owner_first: set):
         self._token = token
         self._owner_tokens = owner_tokens
+        self._owner_first = owner_first
 
-    def _details(self, details, request=None):
-        token = self._token
-        owned = self._owner_tokens.get(getattr(request, "session_id", None))
-        if owned is not None:
-            token = owned[0]
-        metadata = list(details.metadata or ()) + [("authorization", f"Bearer {token}")]
+    @staticmethod
+    def _with(details, token):
+        metadata = list(details.metadata or ())
+        if not any(key == "authorization" for key, _ in metadata):
+            metadata.append(("authorization", f"Bearer {token}"))
         return _CallDetails(
             details.method,
             details.timeout,
@@ -369,17 +377,38 @@ class _BearerToken(
             details.compression,
         )
 
+    def token_for(self, session_id):
+        """The token to try first for calls on `session_id`."""
+        owned = self._owner_tokens.get(session_id)
+        return owned[0] if owned and session_id in self._owner_first else self._token
+
     def intercept_unary_unary(self, continuation, details, request):
-        return continuation(self._details(details, request), request)
+        session_id = getattr(request, "session_id", None)
+        owned = self._owner_tokens.get(session_id) if session_id else None
+        if owned is None:
+            return continuation(self._with(details, self._token), request)
+        if session_id in self._owner_first:
+            call = continuation(self._with(details, owned[0]), request)
+            if call.code() != grpc.StatusCode.UNAUTHENTICATED:
+                return call
+            self._owner_tokens.pop(session_id, None)  # Revoked.
+            self._owner_first.discard(session_id)
+            return continuation(self._with(details, self._token), request)
+        call = continuation(self._with(details, self._token), request)
+        if call.code() not in self._RETRY_AS_OWNER:
+            return call
+        self._owner_first.add(session_id)
+        return self.intercept_unary_unary(continuation, details, request)
 
     def intercept_unary_stream(self, continuation, details, request):
-        return continuation(self._details(details, request), request)
+        token = self.token_for(getattr(request, "session_id", None))
+        return continuation(self._with(details, token), request)
 
     def intercept_stream_unary(self, continuation, details, request_iterator):
-        return continuation(self._details(details), request_iterator)
+        return continuation(self._with(details, self._token), request_iterator)
 
     def intercept_stream_stream(self, continuation, details, request_iterator):
-        return continuation(self._details(details), request_iterator)
+        return continuation(self._with(details, self._token), request_iterator)
 
 
 _TOKEN_ROLES = {
@@ -402,8 +431,8 @@ class Client:
         timeout_s: Deadline applied to every unary call, seconds.
         owner_tokens: ``{session_id: (token, token_id)}`` of the sessions this client created
             on a server that checks tokens (``--auth=token``): the owner token is shown once,
-            in the CreateSession response, and kept here; unary calls and StreamStates on
-            those sessions send it instead of ``token``.
+            in the CreateSession response, and kept here; calls on those sessions that
+            ``token`` may not make use it instead.
     """
 
     def __init__(
@@ -455,11 +484,13 @@ class Client:
         else:
             self._channel = grpc.insecure_channel(address, options=options)
         channel = self._channel
+        self._bearer = None
         if token is not None:
             token = token.strip()
             if not token:
                 raise ValueError("token is empty")
-            channel = grpc.intercept_channel(channel, _BearerToken(token, self.owner_tokens))
+            self._bearer = _BearerToken(token, self.owner_tokens, set())
+            channel = grpc.intercept_channel(channel, self._bearer)
         self.stub = pb_grpc.SimulatorStub(channel)
 
     def with_token(self, token: str) -> "Client":
@@ -622,7 +653,10 @@ class Client:
         Returns:
             A ``Driver``; its first observation is the current tick.
         """
-        return Driver(self.stub, session_id, vehicle_id, on_disconnect)
+        metadata = None
+        if self._bearer is not None:  # The owner token, for a session this client created.
+            metadata = [("authorization", f"Bearer {self._bearer.token_for(session_id)}")]
+        return Driver(self.stub, session_id, vehicle_id, on_disconnect, metadata=metadata)
 
     def get_session(self, session_id: str) -> pb.SessionInfo:
         """Returns one session's config, clock and vehicles."""
@@ -722,11 +756,14 @@ class Client:
         return response.token, response.token_id
 
     def revoke_token(self, session_id: str, token_id: str) -> None:
-        """Revokes a token of the session by its id; its Drive streams end."""
+        """Revokes a token of the session by its id; its Drive and StreamStates streams end."""
         self.stub.RevokeToken(
             pb.RevokeTokenRequest(session_id=session_id, token_id=token_id),
             timeout=self.timeout_s,
         )
+        owned = self.owner_tokens.get(session_id)
+        if owned and owned[1] == token_id:
+            del self.owner_tokens[session_id]
 
     def detach_controller(self, session_id: str, vehicle_id: int) -> pb.SimTime:
         """Ends the Drive stream attached to a vehicle (it ends with ABORTED)."""
