@@ -73,3 +73,9 @@ def test_a_bad_roster_names_the_line(tmp_path):
     roster.write_text("red\nred team\n")
     with pytest.raises(ValueError, match=r"roster.txt:2: team names"):
         classroom.read_roster(roster)
+
+
+def test_no_token_of_the_class_is_in_the_servers_log(class_server):
+    server, admin_token, _ = class_server
+    log = "\n".join(server.output)
+    assert "plt_" not in log and admin_token not in log
