@@ -965,8 +965,8 @@ SimTime Session::Close(const absl::Status& reason) {
 
 Session::TurnLock::TurnLock(const Session* session) : session_(session) {
   struct Up {
-    bool operator()() const ABSL_NO_THREAD_SAFETY_ANALYSIS {  // Run by mu_, under it.
-      return session->serving_turn_ == turn;
+    bool operator()() const {  // Run by mu_.
+      return session->serving_turn_.load(std::memory_order_acquire) == turn;
     }
     const Session* session;
     std::uint64_t turn;
@@ -977,7 +977,8 @@ Session::TurnLock::TurnLock(const Session* session) : session_(session) {
 }
 
 Session::TurnLock::~TurnLock() {
-  ++session_->serving_turn_;  // The Unlock wakes the next turn's holder.
+  // The Unlock wakes the next turn's holder.
+  session_->serving_turn_.fetch_add(1, std::memory_order_release);
   session_->mu_.Unlock();
 }
 

@@ -435,7 +435,9 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
 
   mutable absl::Mutex mu_;
   mutable std::atomic<std::uint64_t> next_turn_{0};      // The turn the next locker takes.
-  mutable std::uint64_t serving_turn_ ABSL_GUARDED_BY(mu_) = 0;  // The turn that holds mu_.
+  // The turn that holds mu_. Written under mu_ only; atomic because absl::Mutex evaluates a
+  // waiter's condition while trying to take the lock, a read ThreadSanitizer cannot order.
+  mutable std::atomic<std::uint64_t> serving_turn_{0};
   sim::World world_ ABSL_GUARDED_BY(mu_);
   ClockSettings clock_settings_ ABSL_GUARDED_BY(mu_);
   // Pacing: tick anchor_tick_ was due at anchor_ns_.
