@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
 #include "grpcpp/grpcpp.h"
 #include "pitlane/bench/baseline.grpc.pb.h"
@@ -240,4 +241,12 @@ BENCHMARK(BM_TlsStepVsEmpty)->UseRealTime()->MinTime(2.0);
 }  // namespace
 }  // namespace pitlane
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  // As pitlane-server does: Debian's Abseil checks every lock for lock-order cycles otherwise.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,8 +1,10 @@
 #include "server/auth/tokens.h"
 
 #include <openssl/crypto.h>
-#include <openssl/sha.h>
+#include <openssl/evp.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -59,8 +61,18 @@ bool LooksLikeToken(absl::string_view text) {
 }
 
 Digest DigestOf(absl::string_view token) {
+  // Fetched once: OpenSSL 3's one-shot SHA256() looks the algorithm up in its provider store
+  // on every call, which took 6.5 us a call in the server (0.2 us with the lookup done).
+  static EVP_MD* const kSha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
   Digest digest;
-  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), digest.data());
+  unsigned int size = 0;
+  if (kSha256 == nullptr ||
+      EVP_Digest(token.data(), token.size(), digest.data(), &size, kSha256, nullptr) != 1 ||
+      size != digest.size()) {
+    // No SHA-256 in this OpenSSL (a FIPS setup without it): nothing can be checked safely.
+    std::fputs("pitlane: OpenSSL has no SHA-256; cannot check tokens\n", stderr);
+    std::abort();
+  }
   return digest;
 }
 
