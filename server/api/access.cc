@@ -82,33 +82,36 @@ absl::StatusOr<absl::string_view> TokenOf(const grpc::ServerContextBase& context
 
 }  // namespace
 
+const std::string& Caller::principal() const {
+  static const std::string* const kNobody = new std::string();
+  if (grant == nullptr) return peer_host;
+  return grant->role == auth::Role::kAdmin ? *kNobody : grant->principal;
+}
+
+std::string Caller::token_id() const {
+  return digest.has_value() ? auth::TokenId(*digest) : std::string();
+}
+
 absl::StatusOr<Caller> Access::Authenticate(const grpc::ServerContextBase& context) const {
-  if (options_.mode == AuthMode::kNone) {
-    return Caller{.grant = std::nullopt, .principal = PeerHost(context.peer())};
-  }
+  if (options_.mode == AuthMode::kNone) return Caller{.peer_host = PeerHost(context.peer())};
   ASSIGN_OR_RETURN(const absl::string_view token, TokenOf(context));
   if (!auth::LooksLikeToken(token)) {
     return absl::UnauthenticatedError("authorization: not a Pitlane token");
   }
   const auth::Digest digest = auth::DigestOf(token);
-  ASSIGN_OR_RETURN(auth::Grant grant, tokens_.CheckDigest(digest));
-  Caller caller;
-  caller.token_id = auth::TokenId(digest);
-  caller.digest = digest;
-  if (grant.role != auth::Role::kAdmin) caller.principal = grant.principal;
-  caller.grant = std::move(grant);
-  return caller;
+  ASSIGN_OR_RETURN(std::shared_ptr<const auth::Grant> grant, tokens_.CheckDigest(digest));
+  return Caller{.grant = std::move(grant), .digest = digest};
 }
 
 absl::Status Access::Check(const Caller& caller, auth::Need need, absl::string_view session_id,
                            std::optional<std::uint64_t> vehicle_id,
                            const absl::Status& not_found) {
-  if (!caller.grant.has_value()) return absl::OkStatus();
+  if (caller.grant == nullptr) return absl::OkStatus();
   return auth::Authorize(*caller.grant, need, session_id, vehicle_id, not_found);
 }
 
 bool Access::MaySee(const Caller& caller, absl::string_view session_id) {
-  return !caller.grant.has_value() || caller.grant->role == auth::Role::kAdmin ||
+  return caller.grant == nullptr || caller.grant->role == auth::Role::kAdmin ||
          caller.grant->session_id == session_id;
 }
 
@@ -117,9 +120,9 @@ bool Access::StillValid(const Caller& caller) const {
 }
 
 absl::Status Access::Reserve(const Caller& caller) {
-  if (caller.principal.empty()) return absl::OkStatus();
+  if (caller.principal().empty()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
-  std::uint32_t& held = held_[caller.principal];
+  std::uint32_t& held = held_[caller.principal()];
   if (held >= options_.max_sessions_per_client) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "this client holds ", held, " sessions, the most it may (--max_sessions_per_client); "
@@ -130,17 +133,17 @@ absl::Status Access::Reserve(const Caller& caller) {
 }
 
 void Access::Unreserve(const Caller& caller) {
-  if (caller.principal.empty()) return;
+  if (caller.principal().empty()) return;
   absl::MutexLock lock(&mu_);
-  const auto it = held_.find(caller.principal);
+  const auto it = held_.find(caller.principal());
   if (it != held_.end() && --it->second == 0) held_.erase(it);
 }
 
 void Access::Admit(const Caller* caller, absl::string_view session_id) {
   tokens_.OpenSession(session_id);
-  if (caller == nullptr || caller->principal.empty()) return;
+  if (caller == nullptr || caller->principal().empty()) return;
   absl::MutexLock lock(&mu_);
-  principal_of_[session_id] = caller->principal;
+  principal_of_[session_id] = caller->principal();
 }
 
 void Access::SessionGone(absl::string_view session_id) {
@@ -156,12 +159,12 @@ void Access::SessionGone(absl::string_view session_id) {
 absl::StatusOr<std::vector<auth::Minted>> Access::Mint(const Caller& minter,
                                                        std::vector<auth::Grant> grants,
                                                        bool pending) {
-  const bool admin = minter.grant.has_value() && minter.grant->role == auth::Role::kAdmin;
+  const bool admin = minter.grant != nullptr && minter.grant->role == auth::Role::kAdmin;
   for (auth::Grant& grant : grants) {
     if (admin) {
       ASSIGN_OR_RETURN(grant.principal, NewPrincipal());
     } else {
-      grant.principal = minter.principal;
+      grant.principal = minter.principal();
     }
   }
   return tokens_.MintAll(grants, options_.max_tokens_per_session, pending);

@@ -10,6 +10,7 @@
 #define PITLANE_SERVER_API_ACCESS_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,13 +43,17 @@ struct AccessOptions {
 
 // The caller of one call.
 struct Caller {
-  // The token's grant; nullopt with --auth=none (may do everything).
-  std::optional<auth::Grant> grant;
-  // Whose quota its sessions count against; empty if not limited.
-  std::string principal;
-  // The id of the token it showed (auth::TokenId) and its digest; empty with --auth=none.
-  std::string token_id;
+  // The token's grant; null with --auth=none (may do everything).
+  std::shared_ptr<const auth::Grant> grant;
+  // The digest of the token it showed; nullopt with --auth=none.
   std::optional<auth::Digest> digest;
+  // With --auth=none: the peer's host (PeerHost), its quota identity.
+  std::string peer_host;
+
+  // Whose quota its sessions count against; empty if not limited (an admin, a loopback peer).
+  const std::string& principal() const;
+  // The id of the token it showed (auth::TokenId); empty with --auth=none.
+  std::string token_id() const;
 };
 
 // Thread-safe.

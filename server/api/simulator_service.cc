@@ -31,8 +31,8 @@ absl::Status InField(absl::string_view field, const absl::Status& status) {
 
 // Who made a change, for its audit line: "<role> <token id>", or "anyone" with --auth=none.
 std::string By(const Caller& caller) {
-  if (!caller.grant.has_value()) return "anyone";
-  return absl::StrCat(auth::RoleName(caller.grant->role), " ", caller.token_id);
+  if (caller.grant == nullptr) return "anyone";
+  return absl::StrCat(auth::RoleName(caller.grant->role), " ", caller.token_id());
 }
 
 grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
@@ -989,10 +989,10 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SimulatorService::D
 
 absl::Status SimulatorService::RegisterStream(const Caller& caller,
                                               std::weak_ptr<RevocableStream> stream) {
-  if (caller.token_id.empty()) return absl::OkStatus();
+  if (!caller.digest.has_value()) return absl::OkStatus();
   {
     absl::MutexLock lock(&streams_mu_);
-    streams_[caller.token_id].push_back(std::move(stream));
+    streams_[caller.token_id()].push_back(std::move(stream));
   }
   // A revocation since Authenticate either sees the registration (and ends the stream) or
   // happened before this check.
@@ -1003,9 +1003,10 @@ absl::Status SimulatorService::RegisterStream(const Caller& caller,
 }
 
 void SimulatorService::UnregisterStream(const Caller& caller, const RevocableStream* stream) {
-  if (caller.token_id.empty()) return;
+  if (!caller.digest.has_value()) return;
+  const std::string token_id = caller.token_id();
   absl::MutexLock lock(&streams_mu_);
-  const auto it = streams_.find(caller.token_id);
+  const auto it = streams_.find(token_id);
   if (it == streams_.end()) return;
   std::erase_if(it->second, [stream](const std::weak_ptr<RevocableStream>& s) {
     const std::shared_ptr<RevocableStream> live = s.lock();

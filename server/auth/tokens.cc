@@ -118,7 +118,7 @@ std::size_t TokenStore::CloseSession(absl::string_view session_id) {
 }
 
 void TokenStore::InsertLocked(const Digest& digest, Entry entry) {
-  if (entry.grant.role != Role::kAdmin) sessions_[entry.grant.session_id].insert(digest);
+  if (entry.grant->role != Role::kAdmin) sessions_[entry.grant->session_id].insert(digest);
   by_id_[entry.id] = digest;
   tokens_.insert_or_assign(digest, std::move(entry));
 }
@@ -126,8 +126,8 @@ void TokenStore::InsertLocked(const Digest& digest, Entry entry) {
 void TokenStore::EraseLocked(const Digest& digest) {
   const auto it = tokens_.find(digest);
   if (it == tokens_.end()) return;
-  if (it->second.grant.role != Role::kAdmin) {
-    const auto session = sessions_.find(it->second.grant.session_id);
+  if (it->second.grant->role != Role::kAdmin) {
+    const auto session = sessions_.find(it->second.grant->session_id);
     if (session != sessions_.end()) session->second.erase(digest);
   }
   by_id_.erase(it->second.id);
@@ -143,7 +143,7 @@ std::vector<std::string> TokenStore::EraseInSessionLocked(absl::string_view sess
   std::vector<Digest> erase;
   for (const Digest& digest : session->second) {
     const auto it = tokens_.find(digest);
-    if (it != tokens_.end() && revoked(it->second.grant)) {
+    if (it != tokens_.end() && revoked(*it->second.grant)) {
       erase.push_back(digest);
       ids.push_back(it->second.id);
     }
@@ -186,7 +186,9 @@ absl::StatusOr<std::vector<Minted>> TokenStore::MintAll(const std::vector<Grant>
     }
   }
   for (std::size_t i = 0; i < grants.size(); ++i) {
-    InsertLocked(digests[i], {.grant = grants[i], .id = minted[i].id, .pending = pending});
+    InsertLocked(digests[i], {.grant = std::make_shared<const Grant>(grants[i]),
+                              .id = minted[i].id,
+                              .pending = pending});
   }
   return minted;
 }
@@ -198,7 +200,9 @@ void TokenStore::Activate(const std::vector<Minted>& minted,
     const auto id = by_id_.find(minted[i].id);
     if (id == by_id_.end()) continue;  // Revoked meanwhile (the session was deleted).
     Entry& entry = tokens_.at(id->second);
-    entry.grant.vehicle_id = vehicle_ids[i];
+    auto grant = std::make_shared<Grant>(*entry.grant);
+    grant->vehicle_id = vehicle_ids[i];
+    entry.grant = std::move(grant);
     entry.pending = false;
   }
 }
@@ -211,7 +215,7 @@ absl::Status TokenStore::Add(absl::string_view token, const Grant& grant) {
   }
   const Digest digest = DigestOf(token);
   absl::MutexLock lock(&mu_);
-  InsertLocked(digest, {.grant = grant, .id = TokenId(digest)});
+  InsertLocked(digest, {.grant = std::make_shared<const Grant>(grant), .id = TokenId(digest)});
   return absl::OkStatus();
 }
 
@@ -219,10 +223,11 @@ absl::StatusOr<Grant> TokenStore::Check(absl::string_view token) const {
   if (!LooksLikeToken(token)) {
     return absl::UnauthenticatedError("authorization: not a Pitlane token");
   }
-  return CheckDigest(DigestOf(token));
+  ASSIGN_OR_RETURN(std::shared_ptr<const Grant> grant, CheckDigest(DigestOf(token)));
+  return *grant;
 }
 
-absl::StatusOr<Grant> TokenStore::CheckDigest(const Digest& digest) const {
+absl::StatusOr<std::shared_ptr<const Grant>> TokenStore::CheckDigest(const Digest& digest) const {
   absl::MutexLock lock(&mu_);
   const auto it = tokens_.find(digest);
   // The map compared the digests already; compare again in constant time, so that the
@@ -246,7 +251,7 @@ bool TokenStore::RevokeById(absl::string_view session_id, absl::string_view toke
   absl::MutexLock lock(&mu_);
   const auto id = by_id_.find(token_id);
   if (id == by_id_.end()) return false;
-  const Grant& grant = tokens_.at(id->second).grant;
+  const Grant& grant = *tokens_.at(id->second).grant;
   if (grant.role == Role::kAdmin || grant.session_id != session_id) return false;
   EraseLocked(Digest(id->second));
   return true;

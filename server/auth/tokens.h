@@ -13,6 +13,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -109,8 +110,9 @@ class TokenStore {
   // The grant of `token`. Unauthenticated, never echoing the token: "authorization: not a
   // Pitlane token" for a malformed one, "authorization: unknown or revoked token" otherwise.
   absl::StatusOr<Grant> Check(absl::string_view token) const;
-  // The grant of the token with this digest (Unauthenticated as Check says).
-  absl::StatusOr<Grant> CheckDigest(const Digest& digest) const;
+  // The grant of the token with this digest (Unauthenticated as Check says), shared: a check
+  // copies no strings.
+  absl::StatusOr<std::shared_ptr<const Grant>> CheckDigest(const Digest& digest) const;
 
   // Revokes one token; false if it was not live.
   bool Revoke(absl::string_view token);
@@ -129,7 +131,7 @@ class TokenStore {
     std::size_t operator()(const Digest& digest) const;
   };
   struct Entry {
-    Grant grant;
+    std::shared_ptr<const Grant> grant;
     std::string id;
     bool pending = false;
   };
