@@ -241,7 +241,9 @@ TEST_P(AuthModeTest, ResolvesTheModeOrRefusesNamingTheFlag) {
   EXPECT_EQ(options->admin_token_generated, c.generated);
   if (*c.mode == api::AuthMode::kToken) {
     EXPECT_TRUE(auth::LooksLikeToken(options->server.admin_token));
-    if (!c.generated) EXPECT_EQ(options->server.admin_token, c.admin_token_env);
+    if (!c.generated) {
+      EXPECT_EQ(options->server.admin_token, c.admin_token_env);
+    }
   }
 }
 
