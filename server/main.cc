@@ -85,7 +85,7 @@ ABSL_FLAG(bool, allow_unauthenticated_remote_access, false,
 ABSL_FLAG(std::int64_t, max_sessions_per_client, 32,
           "Most sessions one client may hold at once (an admin token and, with --auth=none, "
           "clients on this machine are not limited); 1..100000.");
-ABSL_FLAG(std::int64_t, max_tokens_per_session, 10000,
+ABSL_FLAG(std::int64_t, max_tokens_per_session, 1000,
           "Most live tokens (owner, driver, viewer) one session may hold; 1..1000000.");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "A PEM certificate (chain) to serve TLS with, with --tls_key_file; plaintext clients "

@@ -38,7 +38,7 @@ struct AccessOptions {
   // not limited).
   std::uint32_t max_sessions_per_client = 32;
   // Live tokens one session may hold (owner, driver and viewer tokens together).
-  std::uint32_t max_tokens_per_session = 10000;
+  std::uint32_t max_tokens_per_session = 1000;
 };
 
 // The caller of one call.

@@ -271,8 +271,9 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   // `peer`: the client's address, for the audit lines of attach and detach. `caller`: who
   // calls (an error ends the stream at once); the stream ends when its token is revoked.
   static grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Start(
-      SimulatorService& service, std::string peer, absl::StatusOr<Caller> caller) {
-    auto reactor = std::shared_ptr<DriveReactor>(new DriveReactor(service, std::move(peer)));
+      SimulatorService& service, grpc::CallbackServerContext* context,
+      absl::StatusOr<Caller> caller) {
+    auto reactor = std::shared_ptr<DriveReactor>(new DriveReactor(service, context));
     reactor->self_ = reactor;
     if (!caller.ok()) {
       reactor->FinishSoon(ToGrpcStatus(caller.status()));
@@ -288,8 +289,21 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
     return reactor.get();
   }
 
-  // The token was revoked: the stream ends (and OnDone detaches its controller).
-  void Revoked(const absl::Status& status) override { FinishSoon(ToGrpcStatus(status)); }
+  // The token was revoked: the car is let go at once (another controller may attach), no
+  // control read from now on is applied, and the stream ends after the write in flight (a
+  // client that stalls that write by not reading holds an open stream that does nothing).
+  void Revoked(const absl::Status& status) override {
+    std::shared_ptr<session::Session> session;
+    std::shared_ptr<session::Subscriber> subscriber;
+    {
+      absl::MutexLock lock(&mu_);
+      revoked_ = true;
+      session = session_;
+      subscriber = subscriber_;  // Kept for OnDone (detaching twice does nothing).
+    }
+    if (session != nullptr && subscriber != nullptr) session->DetachController(subscriber.get());
+    FinishSoon(ToGrpcStatus(status));
+  }
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // The controller half-closed (it is done) or the stream broke.
@@ -299,6 +313,7 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
     bool attached;
     {
       absl::MutexLock lock(&mu_);
+      if (revoked_) return;  // Ending: nothing more is read or applied.
       attached = subscriber_ != nullptr;
     }
     const absl::Status status = Guarded([&]() -> absl::Status {
@@ -359,8 +374,8 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   }
 
  private:
-  DriveReactor(SimulatorService& service, std::string peer)
-      : service_(service), peer_(std::move(peer)) {}
+  DriveReactor(SimulatorService& service, grpc::CallbackServerContext* context)
+      : service_(service), peer_(context->peer()) {}
 
   // The first message. On success the session is set and observations flow.
   absl::Status Attach() {
@@ -399,6 +414,15 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
       subscriber_.reset();
       return PrefixField("attach", attached);
     }
+    bool revoked;
+    {
+      absl::MutexLock lock(&mu_);
+      revoked = revoked_;
+    }
+    if (revoked) {  // Revoked while attaching: Revoked() may have found nothing to detach yet.
+      (*session)->DetachController(subscriber.get());
+      return absl::UnauthenticatedError("authorization: this stream's token was revoked");
+    }
     Audit(peer_, "controller.attach",
           {{"by", By(caller_)}, {"session", (*session)->id()},
            {"vehicle", attach.vehicle_id()},
@@ -416,6 +440,9 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
     const session::Subscriber* subscriber = nullptr;
     {
       absl::MutexLock lock(&mu_);
+      if (revoked_) {
+        return absl::UnauthenticatedError("authorization: this stream's token was revoked");
+      }
       session = session_;
       subscriber = subscriber_.get();
     }
@@ -508,6 +535,7 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   std::uint64_t stale_ ABSL_GUARDED_BY(mu_) = 0;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool revoked_ ABSL_GUARDED_BY(mu_) = false;  // Its token was revoked: ending.
   std::optional<grpc::Status> finish_after_write_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -589,6 +617,14 @@ grpc::ServerUnaryReactor* SimulatorService::CreateSession(grpc::CallbackServerCo
   return Unary<v1::CreateSessionRequest, v1::CreateSessionResponse>(
       context, *raw_request, raw_response, access_,
       [&](const Caller& caller, const v1::CreateSessionRequest* request, v1::CreateSessionResponse* response) -> absl::Status {
+    // A viewer or driver token is handed to others (spectators, a teammate): it may not
+    // create sessions, which would count against its owner's quota out of the owner's reach.
+    if (caller.grant != nullptr && (caller.grant->role == auth::Role::kViewer ||
+                                    caller.grant->role == auth::Role::kDriver)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "authorization: creating a session needs an owner or admin token; this is a ",
+          auth::RoleName(caller.grant->role), " token"));
+    }
     RETURN_IF_ERROR(access_.Reserve(caller));
     Reservation reservation(access_, caller);  // Given back unless the session takes it.
     ASSIGN_OR_RETURN(const std::shared_ptr<session::Session> session,
@@ -749,7 +785,11 @@ grpc::ServerUnaryReactor* SimulatorService::SpawnVehicle(grpc::CallbackServerCon
       return InField("vehicles", ids.status());
     }
     response->mutable_vehicle_ids()->Add(ids->begin(), ids->end());
-    access_.tokens().Activate(tokens, *ids);
+    if (access_.tokens().Activate(tokens, *ids) != tokens.size()) {
+      // Revoked before they were activated: the session was reset (the new vehicles with it).
+      return absl::AbortedError(
+          "driver_tokens: the session was reset while the vehicles were spawned; spawn again");
+    }
     for (auth::Minted& token : tokens) {
       response->add_driver_tokens(std::move(token.token));
       response->add_driver_token_ids(token.id);
@@ -984,7 +1024,7 @@ std::shared_ptr<FrameEncoder> SimulatorService::EncoderFor(const session::Sessio
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SimulatorService::Drive(
     grpc::CallbackServerContext* context) {
-  return DriveReactor::Start(*this, context->peer(), access_.Authenticate(*context));
+  return DriveReactor::Start(*this, context, access_.Authenticate(*context));
 }
 
 absl::Status SimulatorService::RegisterStream(const Caller& caller,

@@ -68,7 +68,7 @@ struct FlagValues {
   std::string admin_token_env;
   bool allow_unauthenticated_remote_access = false;
   std::int64_t max_sessions_per_client = 32;
-  std::int64_t max_tokens_per_session = 10'000;
+  std::int64_t max_tokens_per_session = 1'000;
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;

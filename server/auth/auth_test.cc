@@ -137,7 +137,7 @@ TEST(TokenStore, PendingTokensAuthenticateOnlyOnceActivated) {
   ASSERT_TRUE(minted.ok());
   EXPECT_EQ(store.Check((*minted)[0].token).status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(store.live("s-a"), 2u);  // They count against the limit already.
-  store.Activate(*minted, {7, 9});
+  EXPECT_EQ(store.Activate(*minted, {7, 9}), 2u);
   EXPECT_EQ(store.Check((*minted)[0].token)->vehicle_id, 7u);
   EXPECT_EQ(store.Check((*minted)[1].token)->vehicle_id, 9u);
 }

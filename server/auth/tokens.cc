@@ -193,18 +193,21 @@ absl::StatusOr<std::vector<Minted>> TokenStore::MintAll(const std::vector<Grant>
   return minted;
 }
 
-void TokenStore::Activate(const std::vector<Minted>& minted,
-                          const std::vector<std::uint64_t>& vehicle_ids) {
+std::size_t TokenStore::Activate(const std::vector<Minted>& minted,
+                                 const std::vector<std::uint64_t>& vehicle_ids) {
   absl::MutexLock lock(&mu_);
+  std::size_t activated = 0;
   for (std::size_t i = 0; i < minted.size() && i < vehicle_ids.size(); ++i) {
     const auto id = by_id_.find(minted[i].id);
-    if (id == by_id_.end()) continue;  // Revoked meanwhile (the session was deleted).
+    if (id == by_id_.end()) continue;  // Revoked meanwhile (the session was reset or deleted).
+    ++activated;
     Entry& entry = tokens_.at(id->second);
     auto grant = std::make_shared<Grant>(*entry.grant);
     grant->vehicle_id = vehicle_ids[i];
     entry.grant = std::move(grant);
     entry.pending = false;
   }
+  return activated;
 }
 
 absl::Status TokenStore::Add(absl::string_view token, const Grant& grant) {

@@ -101,8 +101,10 @@ class TokenStore {
   // until Activate (SpawnVehicle mints them before its vehicles exist).
   absl::StatusOr<std::vector<Minted>> MintAll(const std::vector<Grant>& grants,
                                               std::size_t max_per_session, bool pending = false);
-  // Pending tokens (by id) become live, the i-th driving vehicle_ids[i].
-  void Activate(const std::vector<Minted>& minted, const std::vector<std::uint64_t>& vehicle_ids);
+  // Pending tokens (by id) become live, the i-th driving vehicle_ids[i]. Returns how many did:
+  // fewer if some were revoked meanwhile (their session was reset or deleted).
+  std::size_t Activate(const std::vector<Minted>& minted,
+                       const std::vector<std::uint64_t>& vehicle_ids);
   // Adds a token chosen by the operator (the admin token from a file or the environment).
   // InvalidArgument if it does not have a token's form.
   absl::Status Add(absl::string_view token, const Grant& grant);

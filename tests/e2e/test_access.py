@@ -155,12 +155,14 @@ RPCS = {
 
 READS = {"GetSession", "GetState", "StreamStates"}
 DRIVES = {"SetControls", "Drive"}
-ANY_TOKEN = {"CreateSession", "ListSessions"}
+ANY_TOKEN = {"ListSessions"}
 
 
 def expected(rpc, kind):
     if kind in ("none", "malformed", "unknown", "revoked"):
         return UNAUTH
+    if rpc == "CreateSession":  # An owner or admin token, of any session.
+        return OK if kind in ("owner", "admin", "owner_of_other_session") else DENIED
     if kind in ("owner", "admin") or rpc in ANY_TOKEN:
         return OK
     if kind == "owner_of_other_session":
@@ -367,10 +369,14 @@ def test_b_cannot_exhaust_the_sessions(token_server, admin):
             details = assert_code(grpc.StatusCode.RESOURCE_EXHAUSTED, b.create_session, name="b")
             assert "--max_sessions_per_client" in details
             # Tokens minted from B's carry B's quota: no way around it.
-            viewer, _ = b.mint_token(home, "viewer")
-            with admin.with_token(viewer) as b_again:
+            another_owner, _ = b.mint_token(home, "owner")
+            with admin.with_token(another_owner) as b_again:
                 assert_code(grpc.StatusCode.RESOURCE_EXHAUSTED, b_again.create_session,
                             name="b")
+            # And a viewer token B hands out creates nothing.
+            viewer, _ = b.mint_token(home, "viewer")
+            with admin.with_token(viewer) as spectator:
+                assert_code(DENIED, spectator.create_session, name="b")
             # A is still served, and B's slot comes back when B deletes a session (the client
             # acts on the sessions it created with their owner tokens).
             created.append(admin.create_session(name="a").session_id)
@@ -532,8 +538,8 @@ def test_the_admin_keeps_its_rights_when_a_team_revokes_the_owner_token_it_was_g
 def test_a_student_drives_in_a_session_it_created(token_server, admin):
     home = admin.create_session(name="home").session_id
     try:
-        viewer, _ = admin.mint_token(home, "viewer")
-        with admin.with_token(viewer) as student:
+        team_owner, _ = admin.mint_token(home, "owner")
+        with admin.with_token(team_owner) as student:
             sid = student.create_session(name="sandbox").session_id
             car = student.spawn_vehicle(sid)
             driver = student.drive(sid, car)  # With the sandbox's owner token.
@@ -544,13 +550,42 @@ def test_a_student_drives_in_a_session_it_created(token_server, admin):
         admin.delete_session(home)
 
 
+def test_a_team_streams_and_drives_in_a_session_it_just_created(token_server, admin):
+    home = admin.create_session(name="home").session_id
+    try:
+        team_owner, _ = admin.mint_token(home, "owner")
+        with admin.with_token(team_owner) as team:
+            sid = team.create_session(name="fresh").session_id
+            stream = team.stream_states(sid)  # Before any other call on it.
+            assert next(stream).state.time.tick == 0
+            stream.cancel()
+            team.delete_session(sid)
+    finally:
+        admin.delete_session(home)
+
+
+def test_a_revoked_driver_lets_go_of_the_car_at_once(token_server, admin):
+    sid = admin.create_session(name="letgo").session_id
+    try:
+        [(car, token, token_id)] = admin.spawn_vehicles_with_tokens(sid, [pitlane.vehicle_spec()])
+        with admin.with_token(token) as driver_client:
+            revoked = driver_client.drive(sid, car)
+            revoked.observe()
+            admin.revoke_token(sid, token_id)
+            replacement = admin.drive(sid, car)  # Not ALREADY_EXISTS.
+            assert replacement.observe().vehicle.vehicle_id == car
+            replacement.close()
+            revoked.close()
+    finally:
+        admin.delete_session(sid)
+
+
 def test_each_token_an_admin_mints_has_its_own_quota(token_server, admin):
     race = admin.create_session(name="race").session_id
     created = []
     try:
-        cars = admin.spawn_vehicles_with_tokens(race, [pitlane.vehicle_spec(y_m=5.0 * i)
-                                                       for i in range(2)])
-        for _, token, _ in cars:  # Team 1 filling its quota leaves team 2's alone.
+        teams = [admin.mint_token(race, "owner")[0] for _ in range(2)]
+        for token in teams:  # Team 1 filling its quota leaves team 2's alone.
             with admin.with_token(token) as team:
                 for _ in range(QUOTA):
                     created.append(team.create_session(name="practice").session_id)

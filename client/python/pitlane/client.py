@@ -358,10 +358,11 @@ class _BearerToken(
 
     _RETRY_AS_OWNER = (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED)
 
-    def __init__(self, token: str, owner_tokens: dict, owner_first: set):
+    def __init__(self, token: str, owner_tokens: dict):
         self._token = token
         self._owner_tokens = owner_tokens
-        self._owner_first = owner_first
+        self._owner_first = set()  # Sessions where the own token was refused, the owner's not.
+        self.own_ok = set()  # Sessions where the own token was accepted.
 
     @staticmethod
     def _with(details, token):
@@ -395,10 +396,14 @@ class _BearerToken(
             self._owner_first.discard(session_id)
             return continuation(self._with(details, self._token), request)
         call = continuation(self._with(details, self._token), request)
-        if call.code() not in self._RETRY_AS_OWNER:
+        if call.code() == grpc.StatusCode.OK:
+            self.own_ok.add(session_id)
+        if call.code() not in self._RETRY_AS_OWNER or session_id in self.own_ok:
             return call
-        self._owner_first.add(session_id)
-        return self.intercept_unary_unary(continuation, details, request)
+        retried = continuation(self._with(details, owned[0]), request)
+        if retried.code() not in self._RETRY_AS_OWNER:  # The owner token made the difference.
+            self._owner_first.add(session_id)
+        return retried
 
     def intercept_unary_stream(self, continuation, details, request):
         token = self.token_for(getattr(request, "session_id", None))
@@ -489,9 +494,18 @@ class Client:
             token = token.strip()
             if not token:
                 raise ValueError("token is empty")
-            self._bearer = _BearerToken(token, self.owner_tokens, set())
+            self._bearer = _BearerToken(token, self.owner_tokens)
             channel = grpc.intercept_channel(channel, self._bearer)
         self.stub = pb_grpc.SimulatorStub(channel)
+
+    def _learn_token_for(self, session_id: str) -> None:
+        """Before a stream on a session this client created: one GetSession tells whether the
+        client's own token may act on it or the owner token must (streams cannot retry)."""
+        if session_id in self.owner_tokens and session_id not in self._bearer.own_ok:
+            try:
+                self.get_session(session_id)
+            except grpc.RpcError:
+                pass  # The stream will say why.
 
     def with_token(self, token: str) -> "Client":
         """A new connection to the same server, with the same TLS settings, as ``token``."""
@@ -655,6 +669,7 @@ class Client:
         """
         metadata = None
         if self._bearer is not None:  # The owner token, for a session this client created.
+            self._learn_token_for(session_id)
             metadata = [("authorization", f"Bearer {self._bearer.token_for(session_id)}")]
         return Driver(self.stub, session_id, vehicle_id, on_disconnect, metadata=metadata)
 
@@ -919,6 +934,8 @@ class Client:
         if max_rate_hz is not None:
             request.max_rate_hz = max_rate_hz
         request.vehicle_ids.extend(vehicle_ids)
+        if self._bearer is not None:
+            self._learn_token_for(session_id)  # The interceptor then picks the token.
         return self.stub.StreamStates(
             request, timeout=86400.0 if timeout_s is None else timeout_s
         )
