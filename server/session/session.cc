@@ -964,22 +964,19 @@ SimTime Session::Close(const absl::Status& reason) {
 }
 
 Session::TurnLock::TurnLock(const Session* session) : session_(session) {
-  struct Up {
-    bool operator()() const {  // Run by mu_.
-      return session->serving_turn_.load(std::memory_order_acquire) == turn;
-    }
-    const Session* session;
-    std::uint64_t turn;
-  };
-  const Up up{.session = session_,
-              .turn = session_->next_turn_.fetch_add(1, std::memory_order_relaxed)};
-  session_->mu_.LockWhen(absl::Condition(&up));
+  {
+    absl::MutexLock turns(&session_->turn_mu_);
+    const std::uint64_t turn = session_->next_turn_++;
+    while (session_->serving_turn_ != turn) session_->turn_cv_.Wait(&session_->turn_mu_);
+  }
+  session_->mu_.Lock();  // Uncontended: only the turn being served takes it.
 }
 
 Session::TurnLock::~TurnLock() {
-  // The Unlock wakes the next turn's holder.
-  session_->serving_turn_.fetch_add(1, std::memory_order_release);
   session_->mu_.Unlock();
+  absl::MutexLock turns(&session_->turn_mu_);
+  ++session_->serving_turn_;
+  session_->turn_cv_.SignalAll();  // The next turn's holder goes; the others wait again.
 }
 
 SimTime Session::NowLocked() const {

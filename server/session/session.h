@@ -434,10 +434,14 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   };
 
   mutable absl::Mutex mu_;
-  mutable std::atomic<std::uint64_t> next_turn_{0};      // The turn the next locker takes.
-  // The turn that holds mu_. Written under mu_ only; atomic because absl::Mutex evaluates a
-  // waiter's condition while trying to take the lock, a read ThreadSanitizer cannot order.
-  mutable std::atomic<std::uint64_t> serving_turn_{0};
+  // The turns (see TurnLock): a ticket lock on its own small mutex and condition variable, in
+  // front of mu_ (which its holder then takes uncontended). Not absl::Condition on mu_: absl
+  // evaluates a waiter's condition from the releasing thread, which ThreadSanitizer cannot
+  // order with the waiter's stack.
+  mutable absl::Mutex turn_mu_;
+  mutable absl::CondVar turn_cv_;
+  mutable std::uint64_t next_turn_ ABSL_GUARDED_BY(turn_mu_) = 0;     // The next locker's.
+  mutable std::uint64_t serving_turn_ ABSL_GUARDED_BY(turn_mu_) = 0;  // The holder's.
   sim::World world_ ABSL_GUARDED_BY(mu_);
   ClockSettings clock_settings_ ABSL_GUARDED_BY(mu_);
   // Pacing: tick anchor_tick_ was due at anchor_ns_.
