@@ -48,7 +48,8 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
 template <typename Request, typename Response, typename Handler>
 grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, const grpc::ByteBuffer& raw,
                                 grpc::ByteBuffer* raw_response, const Access& access,
-                                Handler&& handler) {
+                                Handler&& handler,
+                                std::optional<HeavyReads::Slot>* held = nullptr) {
   const absl::Status status = Guarded([&]() -> absl::Status {
     ASSIGN_OR_RETURN(const Caller caller, access.Authenticate(*context));
     Request request;
@@ -59,7 +60,10 @@ grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, const grpc
         response.ByteSizeLong(),
         "ask for less: ListSessions describes sessions without their vehicle and obstacle "
         "lists, StreamStates with vehicle_ids sends a part of the state"));
-    *raw_response = SerializeMessage(response);
+    // A heavy read's slot goes with its encoding, freed when gRPC has sent it.
+    *raw_response = held != nullptr && held->has_value()
+                        ? SerializeMessage(response, *std::exchange(*held, std::nullopt))
+                        : SerializeMessage(response);
     return absl::OkStatus();
   });
   return FinishUnary(context, status);
@@ -702,7 +706,7 @@ grpc::ServerUnaryReactor* SimulatorService::ResetSession(grpc::CallbackServerCon
 
 grpc::ServerUnaryReactor* SimulatorService::GetSession(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
-  std::optional<HeavyReads::Slot> slot;  // Held until the response is encoded.
+  std::optional<HeavyReads::Slot> slot;  // Then held by the response's bytes until sent.
   return Unary<v1::GetSessionRequest, v1::GetSessionResponse>(
       context, *raw_request, raw_response, access_,
       [&](const Caller& caller, const v1::GetSessionRequest* request, v1::GetSessionResponse* response) -> absl::Status {
@@ -715,7 +719,8 @@ grpc::ServerUnaryReactor* SimulatorService::GetSession(grpc::CallbackServerConte
     slot.emplace(std::move(admitted));
     SessionToProto(session->Describe(/*with_vehicles=*/true), response->mutable_session());
     return absl::OkStatus();
-      });
+      },
+      &slot);
 }
 
 grpc::ServerUnaryReactor* SimulatorService::ListSessions(grpc::CallbackServerContext* context,
@@ -946,7 +951,7 @@ grpc::ServerUnaryReactor* SimulatorService::SetClock(grpc::CallbackServerContext
 
 grpc::ServerUnaryReactor* SimulatorService::GetState(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
-  std::optional<HeavyReads::Slot> slot;  // Held until the response is encoded.
+  std::optional<HeavyReads::Slot> slot;  // Then held by the response's bytes until sent.
   return Unary<v1::GetStateRequest, v1::GetStateResponse>(
       context, *raw_request, raw_response, access_,
       [&](const Caller& caller, const v1::GetStateRequest* request, v1::GetStateResponse* response) -> absl::Status {
@@ -962,7 +967,8 @@ grpc::ServerUnaryReactor* SimulatorService::GetState(grpc::CallbackServerContext
     FrameToProto(*frame, response->mutable_state());
     response->set_state_hash(hash);
     return absl::OkStatus();
-      });
+      },
+      &slot);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* SimulatorService::StreamStates(

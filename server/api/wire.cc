@@ -80,6 +80,19 @@ grpc::ByteBuffer SerializeMessage(const google::protobuf::Message& message) {
   return grpc::ByteBuffer(&slice, 1);
 }
 
+grpc::ByteBuffer SerializeMessage(const google::protobuf::Message& message,
+                                  HeavyReads::Slot held) {
+  struct Encoded {
+    std::string bytes;
+    HeavyReads::Slot held;
+  };
+  auto* encoded = new Encoded{message.SerializeAsString(), std::move(held)};
+  grpc::Slice slice(
+      encoded->bytes.data(), encoded->bytes.size(),
+      [](void* user_data) { delete static_cast<Encoded*>(user_data); }, encoded);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
 namespace {
 std::atomic<std::size_t> max_response_bytes{std::size_t{64} << 20};
 }  // namespace

@@ -31,27 +31,17 @@ void InstallProtobufLogHandler();
 // "request: pitlane.v1.VehicleSpec.name is not valid UTF-8"). Never logs.
 absl::Status ParseRequest(const grpc::ByteBuffer& raw, google::protobuf::Message& out);
 
-// `message`'s encoding.
-grpc::ByteBuffer SerializeMessage(const google::protobuf::Message& message);
-
-// The largest message the server sends (--max_send_message_mib, which also sets gRPC's own
-// limit). Process-wide; 64 MiB until set.
-void SetMaxResponseBytes(std::size_t bytes);
-std::size_t MaxResponseBytes();
-
-// OK if a response of `bytes` bytes may be sent; else ResourceExhausted naming the budget and
-// `ask_for_less` (how to ask for less, e.g. "ask for fewer vehicles with vehicle_ids").
-absl::Status CheckResponseSize(std::size_t bytes, absl::string_view ask_for_less);
-
 // Reads that build a large response (GetSession and GetState of a big world) hold about
-// their response's size several times over while they build it. At most kMaxHeavyReads of
-// those (estimated at kHeavyReadBytes or more) build at once; more are refused with
-// ResourceExhausted, to be retried. Thread-safe.
+// their response's size several times over while they build it, and its encoding until the
+// client has taken it (a client that does not read keeps it in the server). At most
+// kMaxHeavyReads of those (estimated at kHeavyReadBytes or more) are built or sent at once;
+// more are refused with ResourceExhausted, to be retried. Thread-safe.
 inline constexpr std::size_t kHeavyReadBytes = std::size_t{4} << 20;
 inline constexpr int kMaxHeavyReads = 4;
 class HeavyReads {
  public:
-  // Held while a read builds its response; frees its place when destroyed.
+  // Held while a read builds its response and then by its encoding (SerializeMessage) until
+  // gRPC has sent it; frees its place when destroyed.
   class Slot {
    public:
     Slot() = default;
@@ -73,6 +63,24 @@ class HeavyReads {
  private:
   std::atomic<int> in_flight_{0};
 };
+
+// `message`'s encoding.
+grpc::ByteBuffer SerializeMessage(const google::protobuf::Message& message);
+
+// `message`'s encoding in one buffer that holds `held` until gRPC has sent the bytes and freed
+// them: a heavy read's slot lasts as long as the memory its response takes.
+grpc::ByteBuffer SerializeMessage(const google::protobuf::Message& message,
+                                  HeavyReads::Slot held);
+
+
+// The largest message the server sends (--max_send_message_mib, which also sets gRPC's own
+// limit). Process-wide; 64 MiB until set.
+void SetMaxResponseBytes(std::size_t bytes);
+std::size_t MaxResponseBytes();
+
+// OK if a response of `bytes` bytes may be sent; else ResourceExhausted naming the budget and
+// `ask_for_less` (how to ask for less, e.g. "ask for fewer vehicles with vehicle_ids").
+absl::Status CheckResponseSize(std::size_t bytes, absl::string_view ask_for_less);
 
 // Runs `fn` (returning absl::Status); an exception out of it becomes an error status of this
 // call alone: ResourceExhausted when memory ran out, Internal otherwise. Never rethrows.

@@ -8,6 +8,8 @@
 #include <utility>
 
 #include "grpc/support/log.h"
+#include "server/api/audit.h"
+#include "server/session/clock.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/sinks/stdout_sinks.h"
 
@@ -48,8 +50,19 @@ size_t Utf8SequenceLength(absl::string_view text) {
 
 // gRPC's own messages, e.g. why a bind failed ("Address already in use"), logged by our logger
 // so that a JSON log stays all JSON. gRPC drops those below its verbosity (GRPC_VERBOSITY,
-// ERROR by default) before calling this.
+// ERROR by default) before calling this. Clients can make gRPC write them (a failed TLS
+// handshake is one ERROR line per connection), so they pass a rate limit of their own: the
+// start-up messages fit in its burst.
 void LogGrpcMessage(gpr_log_func_args* args) {
+  static const session::SteadyClock* const clock = new session::SteadyClock();
+  static api::LogRateLimiter* const limiter =
+      new api::LogRateLimiter(clock, kGrpcLinesPerSecond, kGrpcBurstLines);
+  const api::LogRateLimiter::Decision decision = limiter->Acquire();
+  if (!decision.allowed) return;
+  if (decision.suppressed > 0) {
+    spdlog::warn("grpc: {} lines suppressed by the rate limit ({} a second)", decision.suppressed,
+                 kGrpcLinesPerSecond);
+  }
   spdlog::level::level_enum level = spdlog::level::debug;
   if (args->severity == GPR_LOG_SEVERITY_INFO) level = spdlog::level::info;
   if (args->severity == GPR_LOG_SEVERITY_ERROR) level = spdlog::level::err;

@@ -32,6 +32,11 @@ class JsonLogFormatter final : public spdlog::formatter {
   std::unique_ptr<spdlog::formatter> clone() const override;
 };
 
+// gRPC's own log lines (a failed TLS handshake writes one per connection) pass a process-wide
+// token bucket of their own: this many a second, in bursts of at most kGrpcBurstLines.
+inline constexpr double kGrpcLinesPerSecond = 10.0;
+inline constexpr double kGrpcBurstLines = 50.0;
+
 // Makes the process's default logger write to stderr at `level` in `format`, and gRPC's own
 // messages go through it too.
 void SetUpLogging(spdlog::level::level_enum level, LogFormat format);

@@ -187,3 +187,52 @@ def test_a_client_cannot_flood_the_log():
     assert suppressed  # ...and the log says so.
     # Nothing else was written per call.
     assert len(records) == len(audit_lines) + len(suppressed), records
+
+
+def test_tokens_minted_and_revoked_and_an_owners_detach_are_audited(tmp_path):
+    from test_access import new_token
+    admin_token = new_token()
+    (tmp_path / "admin.token").write_text(admin_token)
+    with running_server("--auth=token", f"--admin_token_file={tmp_path / 'admin.token'}") as server:
+        with pitlane.Client(server.address, token=admin_token, timeout_s=10.0) as admin:
+            sid = admin.create_session(name="class").session_id
+            owner_token, owner_id = admin.owner_tokens[sid]
+            car = admin.spawn_vehicle(sid)
+            with pitlane.Client(server.address, token=owner_token, timeout_s=10.0) as owner:
+                viewer, viewer_id = owner.mint_token(sid, "viewer")
+                driver, driver_id = owner.mint_token(sid, "driver", car)
+                owner.revoke_token(sid, viewer_id)
+                with pitlane.Client(server.address, token=driver, timeout_s=10.0) as student:
+                    stream = student.drive(sid, car)
+                    stream.observe()
+                    owner.detach_controller(sid, car)
+                    with pytest.raises(grpc.RpcError):
+                        while True:
+                            stream.observe()
+                    stream.close()
+            admin.delete_session(sid)
+        audits = _wait_for_audits(server, "text", 9)
+    by_owner = f"owner {owner_id}"
+    expected = [
+        ("session.create", {"session": sid}),
+        ("vehicles.spawn", {"session": sid}),
+        ("token.mint", {"by": by_owner, "session": sid, "role": "viewer", "issued": viewer_id}),
+        ("token.mint", {"by": by_owner, "session": sid, "role": "driver", "vehicle": str(car),
+                        "issued": driver_id}),
+        ("token.revoke", {"by": by_owner, "session": sid, "revoked": viewer_id}),
+        ("controller.attach", {"by": f"driver {driver_id}", "session": sid,
+                               "vehicle": str(car)}),
+        # The owner's DetachController and the stream's own end, in either order.
+        ("controller.detach", {"by": by_owner, "session": sid, "vehicle": str(car)}),
+        ("controller.detach", {"by": f"driver {driver_id}", "session": sid,
+                               "vehicle": str(car)}),
+        ("session.delete", {"session": sid}),
+    ]
+    assert [a for _, a, _ in audits] == [a for a, _ in expected], audits
+    audits[6:8] = sorted(audits[6:8], key=lambda audit: not audit[2]["by"].startswith("owner"))
+    for (_, _, fields), (action, want) in zip(audits, expected):
+        for key, value in want.items():
+            assert fields.get(key) == value, (action, key, fields)
+    log = "\n".join(server.output)
+    for token in (admin_token, owner_token, viewer, driver):
+        assert token not in log

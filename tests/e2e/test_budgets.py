@@ -7,6 +7,8 @@ sends is refused with a status that says how to ask for less; a deleted session'
 back to the system.
 """
 
+import socket
+import threading
 import time
 
 import grpc
@@ -24,12 +26,17 @@ def pairs(n):
     return n * (n - 1) // 2
 
 
-def rss_bytes(server):
+def proc_status_bytes(server, field):
+    """A size from the server's /proc status: "VmRSS" (resident), "VmSize" (address space)."""
     with open(f"/proc/{server.proc.pid}/status", encoding="ascii") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
+    raise AssertionError(f"no {field}")
+
+
+def rss_bytes(server):
+    return proc_status_bytes(server, "VmRSS")
 
 
 def spawn(client, sid, specs, chunk=2500):
@@ -94,7 +101,7 @@ def test_vehicles_on_100000_obstacles_keep_to_the_budget_and_memory_comes_back(l
     client.delete_session(sid)
     # The allocator hands the session's pages back (it once kept 407 MB after the delete).
     deadline = time.monotonic() + 5.0
-    while rss_bytes(server) > baseline + 64 << 20 and time.monotonic() < deadline:
+    while rss_bytes(server) > baseline + (64 << 20) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert rss_bytes(server) <= baseline + (64 << 20), (baseline, peak, rss_bytes(server))
     assert server.proc.poll() is None
@@ -133,7 +140,83 @@ def test_a_response_bigger_than_the_server_sends_is_refused_with_advice():
             client.delete_session(sid)
 
 
-def test_concurrent_large_reads_are_bounded_and_small_ones_always_answered(limited_server):
+def http2_frame(kind, flags, stream, payload):
+    return (len(payload).to_bytes(3, "big") + bytes([kind, flags])
+            + stream.to_bytes(4, "big") + payload)
+
+
+class StalledClient:
+    """A gRPC client on a raw HTTP/2 connection that never gives the server flow-control
+    credit (it sends no WINDOW_UPDATE): the server may send it 65,535 bytes in all and must
+    hold the rest of every response, as for a client that stopped reading. It answers the
+    server's SETTINGS and PINGs, so the connection stays up."""
+
+    def __init__(self, address):
+        host, port = address.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)))
+        self.lock = threading.Lock()
+        self.next_stream = 1
+        self.answered = set()  # Streams the server has sent headers on (a response or a refusal).
+        self._send(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + http2_frame(0x4, 0, 0, b""))
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _send(self, data):
+        with self.lock:
+            self.sock.sendall(data)
+
+    def _read(self):
+        try:
+            self._read_frames()
+        except OSError:
+            pass  # Closed.
+
+    def _read_frames(self):
+        buffer = b""
+        while True:
+            data = self.sock.recv(65536)
+            if not data:
+                return
+            buffer += data
+            while len(buffer) >= 9 and len(buffer) >= 9 + int.from_bytes(buffer[:3], "big"):
+                length = int.from_bytes(buffer[:3], "big")
+                kind, flags, payload = buffer[3], buffer[4], buffer[9:9 + length]
+                stream = int.from_bytes(buffer[5:9], "big") & 0x7FFFFFFF
+                buffer = buffer[9 + length:]
+                if kind == 0x1:  # HEADERS.
+                    self.answered.add(stream)
+                elif kind == 0x4 and not flags & 0x1:  # SETTINGS: acknowledge.
+                    self._send(http2_frame(0x4, 0x1, 0, b""))
+                elif kind == 0x6 and not flags & 0x1:  # PING: answer.
+                    self._send(http2_frame(0x6, 0x1, 0, payload))
+
+    def call(self, path, request):
+        # HPACK "literal without indexing, new name" for every header (names and values
+        # shorter than 127 bytes), then the request as one gRPC message.
+        headers = b"".join(bytes([0, len(name)]) + name + bytes([len(value)]) + value
+                           for name, value in ((b":method", b"POST"), (b":scheme", b"http"),
+                                               (b":path", path), (b":authority", b"127.0.0.1"),
+                                               (b"content-type", b"application/grpc"),
+                                               (b"te", b"trailers")))
+        body = request.SerializeToString()
+        message = b"\0" + len(body).to_bytes(4, "big") + body
+        stream = self.next_stream
+        self.next_stream += 2
+        self._send(http2_frame(0x1, 0x4, stream, headers) + http2_frame(0x0, 0x1, stream, message))
+
+    def wait_answered(self, count, timeout_s=30.0):
+        deadline = time.monotonic() + timeout_s
+        while len(self.answered) < count:
+            assert time.monotonic() < deadline, f"{len(self.answered)} of {count} calls answered"
+            time.sleep(0.05)
+
+    def close(self):
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+
+def test_clients_that_stop_reading_hold_at_most_four_large_responses(limited_server):
+    # Four concurrent GetSession of a 200,000-obstacle session once held 37 MiB each while in
+    # flight, and nothing bounded how many: a client that asks and never reads kept them all.
     server, client = limited_server
     sid = client.create_session(name="city").session_id
     for k in range(2):
@@ -142,22 +225,73 @@ def test_concurrent_large_reads_are_bounded_and_small_ones_always_answered(limit
                                                          length_m=1.0, width_m=1.0)
                                    for i in range(100_000)])
     small = client.create_session(name="small").session_id
-    futures = [client.stub.GetSession.future(pb.GetSessionRequest(session_id=sid), timeout=60)
-               for _ in range(16)]
-    small_futures = [client.stub.GetSession.future(pb.GetSessionRequest(session_id=small),
-                                                   timeout=60) for _ in range(16)]
-    codes = []
-    for future in futures:
+    response_bytes = client.get_session(sid).ByteSize()
+    assert response_bytes > 4 << 20  # A large read.
+    time.sleep(0.5)
+    baseline = rss_bytes(server)
+    stalled = StalledClient(server.address)
+    try:
+        for _ in range(16):
+            stalled.call(b"/pitlane.v1.Simulator/GetSession", pb.GetSessionRequest(session_id=sid))
+        # Each call is answered (a response begun, or refused) before another client reads.
+        stalled.wait_answered(16)
+        # Four responses are stuck in the server; a fifth large read is refused until they go.
+        with pytest.raises(grpc.RpcError) as info:
+            client.get_session(sid)
+        assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, info.value.details()
+        assert "large reads are being answered already" in info.value.details()
+        # Small reads are always answered.
+        for _ in range(16):
+            assert client.get_session(small).session_id == small
+        # What the server holds for the stalled client: four responses (and what building
+        # them left in the allocator), not sixteen.
+        held = rss_bytes(server) - baseline
+        assert held < 12 * response_bytes, (held, response_bytes)
+    finally:
+        stalled.close()
+    # The connection gone, its responses are freed and large reads answered again.
+    deadline = time.monotonic() + 10.0
+    while True:
         try:
-            assert len(future.result().session.obstacles) == 200_000
-            codes.append(grpc.StatusCode.OK)
+            assert len(client.get_session(sid).obstacles) == 200_000
+            break
         except grpc.RpcError as error:
             assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error.details()
-            assert "large reads are being answered already" in error.details()
-            codes.append(error.code())
-    assert codes.count(grpc.StatusCode.OK) >= 1
-    for future in small_futures:
-        assert future.result().session.session_id == small
+            assert time.monotonic() < deadline, "the budget was not given back"
+            time.sleep(0.1)
     client.delete_session(sid)
     client.delete_session(small)
     assert server.proc.poll() is None
+
+
+def test_running_out_of_memory_ends_one_call_with_a_clear_status():
+    # An exception in a handler (std::bad_alloc) once reached the client as UNIMPLEMENTED with
+    # an empty message. Here the server gets 256 MiB of address space beyond what it takes at
+    # start, and one session grows until an allocation fails.
+    with running_server() as probe:
+        limit = proc_status_bytes(probe, "VmSize") + (256 << 20)
+    with running_server("--max_vehicles_per_session=1000000",
+                        address_space_bytes=limit) as server:
+        with pitlane.Client(server.address, timeout_s=60.0) as client:
+            sid = client.create_session(name="grows").session_id
+            refused = None
+            for chunk in range(100):  # Up to 1,000,000 vehicles, 10 m apart: no contacts.
+                specs = [pitlane.vehicle_spec(x_m=10.0 * (i % 100) + 1000.0 * (chunk % 10),
+                                              y_m=10.0 * (i // 100) + 1000.0 * (chunk // 10))
+                         for i in range(10_000)]
+                try:
+                    client.spawn_vehicles(sid, specs)
+                except grpc.RpcError as error:
+                    refused = error
+                    break
+            assert refused is not None, "the server never ran out of memory"
+            assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, refused.details()
+            assert "memory" in refused.details(), refused.details()
+            # The server goes on serving, the big session included.
+            other = client.create_session(name="other").session_id
+            client.spawn_vehicles(other, [pitlane.vehicle_spec()])
+            assert client.step(other, 5).time.tick == 5
+            assert {s.session_id for s in client.list_sessions()} >= {sid, other}
+            client.delete_session(sid)
+            client.delete_session(other)
+        assert server.proc.poll() is None

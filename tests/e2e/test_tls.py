@@ -114,3 +114,30 @@ def test_a_mismatched_certificate_and_key_exit_1(pki):
                             capture_output=True, text=True, timeout=20)
     assert result.returncode == 1, result.stderr
     assert "--tls_cert_file and --tls_key_file must be a matching PEM pair" in result.stderr
+
+
+def test_failed_handshakes_cannot_flood_the_log(pki):
+    # gRPC writes an ERROR line for every connection whose TLS handshake fails; anyone who can
+    # reach the port can open connections, so those lines pass a rate limit (10 a second after
+    # a burst of 50) and one line says how many were left out.
+    import socket
+    import time
+    d, _ = pki
+    with running_server(*tls_flags(d)) as server:
+        host, port = server.address.rsplit(":", 1)
+        time.sleep(0.5)  # Start-up lines first, so the count below is the connections' alone.
+        before = len(server.output)
+        start = time.monotonic()
+        for _ in range(1000):
+            with socket.create_connection((host, int(port)), timeout=5) as sock:
+                sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                try:
+                    sock.recv(64)
+                except OSError:
+                    pass
+        elapsed = time.monotonic() - start
+        time.sleep(0.5)
+        lines = [line for line in server.output[before:] if "grpc:" in line]
+        assert len(lines) <= 50 + 10 * (elapsed + 1.0), "\n".join(lines[-5:])
+        # The refusals are not silent: at least the burst got through.
+        assert any("handshake" in line.lower() for line in lines), "\n".join(lines[-5:])
