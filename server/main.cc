@@ -82,7 +82,7 @@ ABSL_FLAG(std::string, admin_token_file, "",
 ABSL_FLAG(bool, allow_unauthenticated_remote_access, false,
           "Lets --auth=none serve a non-loopback --listen address, where anyone who can reach "
           "the port may control and delete every session.");
-ABSL_FLAG(std::int64_t, max_sessions_per_client, 32,
+ABSL_FLAG(std::int64_t, max_sessions_per_client, 8,
           "Most sessions one client may hold at once (an admin token and, with --auth=none, "
           "clients on this machine are not limited); 1..100000.");
 ABSL_FLAG(std::int64_t, max_tokens_per_session, 1000,

@@ -103,16 +103,31 @@ absl::StatusOr<Caller> Access::Authenticate(const grpc::ServerContextBase& conte
   return Caller{.grant = std::move(grant), .digest = digest};
 }
 
+bool Access::OwnsThroughTeam(const Caller& caller, absl::string_view session_id) const {
+  if (caller.grant == nullptr || caller.grant->role != auth::Role::kOwner ||
+      caller.grant->session_id == session_id || caller.grant->principal.empty()) {
+    return false;
+  }
+  absl::MutexLock lock(&mu_);
+  const auto it = principal_of_.find(session_id);
+  return it != principal_of_.end() && it->second == caller.grant->principal;
+}
+
 absl::Status Access::Check(const Caller& caller, auth::Need need, absl::string_view session_id,
                            std::optional<std::uint64_t> vehicle_id,
-                           const absl::Status& not_found) {
+                           const absl::Status& not_found) const {
   if (caller.grant == nullptr) return absl::OkStatus();
+  if (OwnsThroughTeam(caller, session_id)) {
+    auth::Grant as_owner = *caller.grant;
+    as_owner.session_id = std::string(session_id);
+    return auth::Authorize(as_owner, need, session_id, vehicle_id, not_found);
+  }
   return auth::Authorize(*caller.grant, need, session_id, vehicle_id, not_found);
 }
 
-bool Access::MaySee(const Caller& caller, absl::string_view session_id) {
+bool Access::MaySee(const Caller& caller, absl::string_view session_id) const {
   return caller.grant == nullptr || caller.grant->role == auth::Role::kAdmin ||
-         caller.grant->session_id == session_id;
+         caller.grant->session_id == session_id || OwnsThroughTeam(caller, session_id);
 }
 
 bool Access::StillValid(const Caller& caller) const {

@@ -36,7 +36,7 @@ struct AccessOptions {
   AuthMode mode = AuthMode::kNone;
   // Sessions one client may hold at once (admins and, with --auth=none, loopback peers are
   // not limited).
-  std::uint32_t max_sessions_per_client = 32;
+  std::uint32_t max_sessions_per_client = 8;
   // Live tokens one session may hold (owner, driver and viewer tokens together).
   std::uint32_t max_tokens_per_session = 1000;
 };
@@ -72,12 +72,14 @@ class Access {
 
   // Whether `caller` may do what `need` says on `session_id` (and `vehicle_id`, for kDrive).
   // `not_found` is what the caller is told for a session it may not see: the same NotFound
-  // as for a session that does not exist.
-  static absl::Status Check(const Caller& caller, auth::Need need, absl::string_view session_id,
-                            std::optional<std::uint64_t> vehicle_id,
-                            const absl::Status& not_found);
+  // as for a session that does not exist. An owner token owns its own session and every
+  // session its team created (with owner tokens of its principal, the sessions its quota
+  // holds), so a team whose program restarted can still list and delete them.
+  absl::Status Check(const Caller& caller, auth::Need need, absl::string_view session_id,
+                     std::optional<std::uint64_t> vehicle_id,
+                     const absl::Status& not_found) const;
   // Whether ListSessions shows `session_id` to `caller`.
-  static bool MaySee(const Caller& caller, absl::string_view session_id);
+  bool MaySee(const Caller& caller, absl::string_view session_id) const;
 
   // Whether the token `caller` authenticated with is still live (streams check again when
   // they register; see SimulatorService::RegisterStream). Always true with --auth=none.
@@ -103,8 +105,11 @@ class Access {
 
  private:
   const AccessOptions options_;
+  // Whether `caller` holds an owner token of the team (principal) that created `session_id`.
+  bool OwnsThroughTeam(const Caller& caller, absl::string_view session_id) const;
+
   auth::TokenStore tokens_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   // Sessions held (and being created) per principal, and each session's principal.
   absl::flat_hash_map<std::string, std::uint32_t> held_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::string> principal_of_ ABSL_GUARDED_BY(mu_);

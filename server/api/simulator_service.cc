@@ -166,8 +166,14 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     FinishLocked(grpc::Status::CANCELLED);
   }
 
-  // The token was revoked: the stream ends as if the session had closed.
-  void Revoked(const absl::Status& status) override { OnClosed(status); }
+  // The token was revoked: the stream ends after the write in flight, if any, and sends
+  // nothing newer (unlike a session that closed, whose last frame its readers may have).
+  void Revoked(const absl::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    revoked_ = true;
+    close_status_ = ToGrpcStatus(status);
+    if (!write_in_flight_) FinishLocked(*close_status_);
+  }
 
   void OnDone() override {
     std::shared_ptr<session::Subscriber> subscriber;
@@ -205,7 +211,7 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   }
 
   void WriteNextUnguardedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finishing_ || subscriber_ == nullptr) return;
+    if (finishing_ || revoked_ || subscriber_ == nullptr) return;
     std::optional<session::Delivery> delivery = subscriber_->Take();
     if (!delivery.has_value()) return;
     const session::Frame& frame = *delivery->frame;
@@ -259,6 +265,7 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   grpc::ByteBuffer buffer_ ABSL_GUARDED_BY(mu_);  // The write in flight.
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> close_status_ ABSL_GUARDED_BY(mu_);  // Set once the session closed.
+  bool revoked_ ABSL_GUARDED_BY(mu_) = false;  // Its token was: no frame is taken any more.
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
 };
 
@@ -412,7 +419,10 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
       subscriber_ = subscriber;
     }
     // The session offers the first observation from inside this call.
-    const absl::Status attached = (*session)->AttachController(attach.vehicle_id(), action, subscriber);
+    // The same token may take its own car back from a stream that died without a word.
+    const absl::Status attached = (*session)->AttachController(
+        attach.vehicle_id(), action, subscriber,
+        caller_.grant != nullptr ? caller_.token_id() : std::string());
     if (!attached.ok()) {
       absl::MutexLock lock(&mu_);
       subscriber_.reset();
@@ -729,7 +739,7 @@ grpc::ServerUnaryReactor* SimulatorService::ListSessions(grpc::CallbackServerCon
       context, *raw_request, raw_response, access_,
       [&](const Caller& caller, const v1::ListSessionsRequest* /*request*/, v1::ListSessionsResponse* response) {
         for (const auto& session : sessions_.List()) {
-          if (!Access::MaySee(caller, session->id())) continue;
+          if (!access_.MaySee(caller, session->id())) continue;
           SessionToProto(session->Describe(/*with_vehicles=*/false), response->add_sessions());
         }
         return absl::OkStatus();
@@ -888,7 +898,7 @@ grpc::ServerUnaryReactor* SimulatorService::SetControls(grpc::CallbackServerCont
     for (int i = 1; i < request->controls_size(); ++i) {
       RETURN_IF_ERROR(PrefixField(
           absl::StrCat("controls[", i, "]"),
-          Access::Check(caller, auth::Need::kDrive, session->id(),
+          access_.Check(caller, auth::Need::kDrive, session->id(),
                         request->controls(i).vehicle_id(), absl::OkStatus())));
     }
     std::vector<sim::VehicleInput> inputs;
@@ -1084,8 +1094,8 @@ absl::StatusOr<std::shared_ptr<session::Session>> SimulatorService::Authorized(
     std::optional<std::uint64_t> vehicle_id) {
   if (id.empty()) return absl::InvalidArgumentError("session_id: required");
   // The NotFound is made only for a caller who may not see the session.
-  RETURN_IF_ERROR(Access::Check(caller, need, id, vehicle_id,
-                                Access::MaySee(caller, id) ? absl::OkStatus()
+  RETURN_IF_ERROR(access_.Check(caller, need, id, vehicle_id,
+                                access_.MaySee(caller, id) ? absl::OkStatus()
                                                            : session::NoSuchSession(id)));
   return sessions_.Find(id);
 }

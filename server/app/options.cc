@@ -13,6 +13,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/match.h"
+#include "openssl/bio.h"
+#include "openssl/err.h"
+#include "openssl/evp.h"
+#include "openssl/pem.h"
+#include "openssl/x509.h"
 #include "server/api/access.h"
 #include "server/auth/tokens.h"
 #include "server/util/status_macros.h"
@@ -128,6 +133,58 @@ absl::StatusOr<std::string> AdminToken(const FlagValues& flags) {
   return token;
 }
 
+// OpenSSL's reading of PEM text, so that a bad file is found at start and named (gRPC would
+// only fail to listen, without saying which file is wrong).
+struct BioDeleter {
+  void operator()(BIO* bio) const { BIO_free(bio); }
+};
+struct X509Deleter {
+  void operator()(X509* certificate) const { X509_free(certificate); }
+};
+struct KeyDeleter {
+  void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
+};
+using X509Ptr = std::unique_ptr<X509, X509Deleter>;
+std::unique_ptr<BIO, BioDeleter> ReadOnlyBio(const std::string& pem) {
+  return std::unique_ptr<BIO, BioDeleter>(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+}
+// Refuses encrypted keys instead of asking for a passphrase on the terminal.
+int NoPassphrase(char* /*buffer*/, int /*size*/, int /*rwflag*/, void* /*user*/) { return 0; }
+
+// The first certificate in `pem`, or InvalidArgument naming `flag`.
+absl::StatusOr<X509Ptr> FirstCertificate(absl::string_view flag, const std::string& pem) {
+  X509Ptr certificate(
+      PEM_read_bio_X509(ReadOnlyBio(pem).get(), nullptr, &NoPassphrase, nullptr));
+  ERR_clear_error();
+  if (certificate == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": no PEM certificate could be read from it"));
+  }
+  return certificate;
+}
+
+// That the certificate chain and private key files are PEM, and that the key belongs to the
+// chain's first certificate.
+absl::Status CheckKeyPair(const std::string& cert_pem, const std::string& key_pem) {
+  ASSIGN_OR_RETURN(const X509Ptr certificate, FirstCertificate("tls_cert_file", cert_pem));
+  std::unique_ptr<EVP_PKEY, KeyDeleter> key(
+      PEM_read_bio_PrivateKey(ReadOnlyBio(key_pem).get(), nullptr, &NoPassphrase, nullptr));
+  ERR_clear_error();
+  if (key == nullptr) {
+    return absl::InvalidArgumentError(
+        "--tls_key_file: no PEM private key could be read from it (an encrypted key is not "
+        "supported: decrypt it with openssl pkey)");
+  }
+  const bool matches = X509_check_private_key(certificate.get(), key.get()) == 1;
+  ERR_clear_error();
+  if (!matches) {
+    return absl::InvalidArgumentError(
+        "--tls_key_file: this private key does not belong to the first certificate of "
+        "--tls_cert_file");
+  }
+  return absl::OkStatus();
+}
+
 // TLS credentials from the PEM files, or null for plaintext.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsCredentials(const FlagValues& flags) {
   if (flags.tls_cert_file.empty() != flags.tls_key_file.empty()) {
@@ -146,20 +203,12 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsCredentials(const Fl
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
   ASSIGN_OR_RETURN(pair.cert_chain, ReadFlagFile("tls_cert_file", flags.tls_cert_file));
   ASSIGN_OR_RETURN(pair.private_key, ReadFlagFile("tls_key_file", flags.tls_key_file));
-  for (const auto& [flag, pem] : {std::pair<absl::string_view, const std::string*>{
-                                      "tls_cert_file", &pair.cert_chain},
-                                  {"tls_key_file", &pair.private_key}}) {
-    if (!absl::StrContains(*pem, "-----BEGIN ")) {
-      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": not a PEM file"));
-    }
-  }
+  RETURN_IF_ERROR(CheckKeyPair(pair.cert_chain, pair.private_key));
   ssl.pem_key_cert_pairs.push_back(std::move(pair));
   if (!flags.tls_client_ca_file.empty()) {
     ASSIGN_OR_RETURN(ssl.pem_root_certs,
                      ReadFlagFile("tls_client_ca_file", flags.tls_client_ca_file));
-    if (!absl::StrContains(ssl.pem_root_certs, "-----BEGIN CERTIFICATE")) {
-      return absl::InvalidArgumentError("--tls_client_ca_file: not a PEM certificate file");
-    }
+    RETURN_IF_ERROR(FirstCertificate("tls_client_ca_file", ssl.pem_root_certs).status());
     ssl.client_certificate_request =
         GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
@@ -187,8 +236,7 @@ absl::Status ResolveAuth(const FlagValues& flags, StartupOptions& options) {
           "--auth=none: an admin token was given (--admin_token_file or PITLANE_ADMIN_TOKEN) but "
           "tokens are not checked; use --auth=token");
     }
-    if (!loopback && !flags.allow_unauthenticated_remote_access &&
-        flags.tls_client_ca_file.empty()) {
+    if (!loopback && !flags.allow_unauthenticated_remote_access) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--auth=none: --listen=", flags.listen,
           " is reachable from other machines, and without tokens anyone there may control or "

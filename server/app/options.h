@@ -67,7 +67,7 @@ struct FlagValues {
   // The environment's PITLANE_ADMIN_TOKEN (main.cc reads it); used when no file is given.
   std::string admin_token_env;
   bool allow_unauthenticated_remote_access = false;
-  std::int64_t max_sessions_per_client = 32;
+  std::int64_t max_sessions_per_client = 8;
   std::int64_t max_tokens_per_session = 1'000;
   std::string tls_cert_file;
   std::string tls_key_file;

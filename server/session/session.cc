@@ -695,8 +695,10 @@ Session::Controller* Session::FindControllerLocked(const Subscriber* subscriber)
 }
 
 absl::Status Session::AttachController(sim::VehicleId vehicle, DisconnectAction on_disconnect,
-                                       std::shared_ptr<Subscriber> subscriber) {
+                                       std::shared_ptr<Subscriber> subscriber,
+                                       std::string holder) {
   AfterUnlock after;
+  std::shared_ptr<Subscriber> replaced;
   {
     TurnLock lock(this);
     RETURN_IF_ERROR(CheckOpenLocked());
@@ -708,15 +710,20 @@ absl::Status Session::AttachController(sim::VehicleId vehicle, DisconnectAction 
       return absl::FailedPreconditionError(absl::StrCat(
           "vehicle_id: vehicle ", vehicle, " has a built-in driver; it takes no controller"));
     }
-    for (const Controller& controller : controllers_) {
-      if (controller.vehicle == vehicle) {
+    const auto current = std::find_if(controllers_.begin(), controllers_.end(),
+                                      [vehicle](const Controller& c) { return c.vehicle == vehicle; });
+    if (current != controllers_.end()) {
+      if (holder.empty() || current->holder != holder) {
         return absl::AlreadyExistsError(absl::StrCat(
             "vehicle_id: vehicle ", vehicle, " already has a controller (one per vehicle)"));
       }
+      replaced = DetachLocked(current, after);  // Its holder is back on a new stream.
     }
     RETURN_IF_ERROR(ApplyLocked(AttachControllerCommand{vehicle}));
-    controllers_.push_back(
-        {.subscriber = subscriber.get(), .vehicle = vehicle, .on_disconnect = on_disconnect});
+    controllers_.push_back({.subscriber = subscriber.get(),
+                            .vehicle = vehicle,
+                            .on_disconnect = on_disconnect,
+                            .holder = std::move(holder)});
     AddSubscriberLocked(std::move(subscriber), after);
     if (PacedLocked() && clock_settings_.mode == ClockMode::kBarrier && controllers_.size() == 1) {
       // The first controller: the barrier starts counting from its first observation.
@@ -727,6 +734,10 @@ absl::Status Session::AttachController(sim::VehicleId vehicle, DisconnectAction 
     if (!steps_.empty()) after.schedule_at = clock_->NowNanos();  // Steps go first.
   }
   Finish(std::move(after));
+  if (replaced != nullptr) {
+    replaced->transport().OnClosed(absl::AbortedError(
+        "vehicle_id: a new Drive stream with the same token took this vehicle over"));
+  }
   return absl::OkStatus();
 }
 

@@ -298,9 +298,13 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // frame at once and then the frame after every tick, and only this controller may set the
   // vehicle's controls from now on (SetControls for it is FailedPrecondition). NotFound
   // ("vehicle_id") for a vehicle not alive; FailedPrecondition for a vehicle with a built-in
-  // driver; AlreadyExists ("vehicle_id") if it has a controller.
+  // driver; AlreadyExists ("vehicle_id") if it has a controller, unless that controller was
+  // attached by the same non-empty `holder` (the token a Drive stream came with): then the
+  // old controller is detached (its stream ends ABORTED) and this one takes its place, so a
+  // driver whose connection died without a word gets its car back with its own token.
   absl::Status AttachController(sim::VehicleId vehicle, DisconnectAction on_disconnect,
-                                std::shared_ptr<Subscriber> subscriber);
+                                std::shared_ptr<Subscriber> subscriber,
+                                std::string holder = "");
   // A control from the controller of `subscriber` that answers the observation of `tick`.
   // The vehicle's model checks it (InvalidArgument naming the field, no prefix).
   // InvalidArgument ("tick") for a tick not yet observed; NotFound ("vehicle_id") if the
@@ -341,6 +345,7 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
     const Subscriber* subscriber;  // Its observations' subscriber; identifies it.
     sim::VehicleId vehicle;
     DisconnectAction on_disconnect;
+    std::string holder;  // Who attached it (a token id), or empty: see AttachController.
     // The tick of the observation the newest control answered; nullopt before the first.
     std::optional<std::uint64_t> answered_tick;
   };

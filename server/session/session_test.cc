@@ -221,6 +221,41 @@ TEST(Session, ControlsOfAControllerThatIsGoneAreNotFoundNamingTheField) {
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("session_id: ")));
 }
 
+// One controller per vehicle; the holder that attached it (a token) may attach again, which
+// ends the old stream (its connection may have died without a word) and keeps the car.
+TEST(Session, OnlyTheSameHolderTakesAControlledVehicleOver) {
+  auto session = MakeSession();
+  const auto ids = session->SpawnVehicles({sim::VehicleSpec{}});
+  ASSERT_TRUE(ids.ok());
+  const sim::VehicleId car = (*ids)[0];
+  auto [first_sink, first] = RecordingTransport::Make(session->clock());
+  ASSERT_TRUE(
+      session->AttachController(car, DisconnectAction::kHoldControls, first, "tok_a").ok());
+  for (const std::string holder : {"", "tok_b"}) {
+    auto [sink, other] = RecordingTransport::Make(session->clock());
+    EXPECT_THAT(session->AttachController(car, DisconnectAction::kHoldControls, other, holder),
+                StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("vehicle_id: ")));
+    EXPECT_FALSE(first_sink->closed().has_value());
+  }
+  auto [second_sink, second] = RecordingTransport::Make(session->clock());
+  ASSERT_TRUE(
+      session->AttachController(car, DisconnectAction::kHoldControls, second, "tok_a").ok());
+  ASSERT_TRUE(first_sink->closed().has_value());
+  EXPECT_THAT(*first_sink->closed(),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("same token took this vehicle")));
+  EXPECT_THAT(session->ApplyControl(first.get(), 0, {}),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("vehicle_id: ")));
+  EXPECT_TRUE(session->ApplyControl(second.get(), 0, {}).ok());
+
+  // Without a holder (a server without tokens) nobody takes a car over.
+  auto [third_sink, third] = RecordingTransport::Make(session->clock());
+  session->DetachController(second.get());
+  ASSERT_TRUE(session->AttachController(car, DisconnectAction::kHoldControls, third).ok());
+  auto [fourth_sink, fourth] = RecordingTransport::Make(session->clock());
+  EXPECT_THAT(session->AttachController(car, DisconnectAction::kHoldControls, fourth),
+              StatusIs(absl::StatusCode::kAlreadyExists));
+}
+
 TEST(BuildWorld, ContinuesTheIdsOfTheWorldItReplaces) {
   const SessionConfig config{.world = {.tick_rate_hz = 50, .max_vehicles = 10},
                              .obstacles = {{.center_x_m = 50}},

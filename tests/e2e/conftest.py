@@ -12,6 +12,7 @@ import queue
 import re
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -268,3 +269,104 @@ class StreamEnd:
         self._thread.join(timeout=timeout_s)
         return self.code
 
+
+
+def http2_frame(kind, flags, stream, payload):
+    """One HTTP/2 frame (RFC 9113 section 4.1)."""
+    return (len(payload).to_bytes(3, "big") + bytes([kind, flags])
+            + stream.to_bytes(4, "big") + payload)
+
+
+class RawHttp2Client:
+    """gRPC calls on a raw HTTP/2 connection that gives the server no flow-control credit
+    unless asked (`grant`): the server may send it 65,535 bytes in all and must hold the rest
+    of every response, as for a client that stopped reading. It answers the server's SETTINGS
+    and PINGs, so the connection stays up, and keeps what each stream received."""
+
+    def __init__(self, address):
+        host, port = address.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)))
+        self.lock = threading.Lock()
+        self.next_stream = 1
+        self.answered = set()  # Streams the server has sent headers on (a response or a refusal).
+        self.ended = set()  # Streams the server has ended (trailers sent).
+        self.data = {}  # Stream -> the bytes of its DATA frames so far.
+        self._send(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + http2_frame(0x4, 0, 0, b""))
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _send(self, data):
+        with self.lock:
+            self.sock.sendall(data)
+
+    def _read(self):
+        try:
+            self._read_frames()
+        except OSError:
+            pass  # Closed.
+
+    def _read_frames(self):
+        buffer = b""
+        while True:
+            data = self.sock.recv(65536)
+            if not data:
+                return
+            buffer += data
+            while len(buffer) >= 9 and len(buffer) >= 9 + int.from_bytes(buffer[:3], "big"):
+                length = int.from_bytes(buffer[:3], "big")
+                kind, flags, payload = buffer[3], buffer[4], buffer[9:9 + length]
+                stream = int.from_bytes(buffer[5:9], "big") & 0x7FFFFFFF
+                buffer = buffer[9 + length:]
+                if kind == 0x0:  # DATA.
+                    self.data[stream] = self.data.get(stream, b"") + payload
+                elif kind == 0x1:  # HEADERS.
+                    self.answered.add(stream)
+                elif kind == 0x4 and not flags & 0x1:  # SETTINGS: acknowledge.
+                    self._send(http2_frame(0x4, 0x1, 0, b""))
+                elif kind == 0x6 and not flags & 0x1:  # PING: answer.
+                    self._send(http2_frame(0x6, 0x1, 0, payload))
+                if kind in (0x0, 0x1) and flags & 0x1:  # END_STREAM.
+                    self.ended.add(stream)
+
+    def call(self, path, request, metadata=()):
+        """Starts a call of `path` (bytes) with `request` and `metadata` ((name, value) bytes
+        pairs); returns its stream id."""
+        # HPACK "literal without indexing, new name" for every header (names and values
+        # shorter than 127 bytes), then the request as one gRPC message.
+        headers = b"".join(bytes([0, len(name)]) + name + bytes([len(value)]) + value
+                           for name, value in ((b":method", b"POST"), (b":scheme", b"http"),
+                                               (b":path", path), (b":authority", b"127.0.0.1"),
+                                               (b"content-type", b"application/grpc"),
+                                               (b"te", b"trailers"), *metadata))
+        body = request.SerializeToString()
+        message = b"\0" + len(body).to_bytes(4, "big") + body
+        stream = self.next_stream
+        self.next_stream += 2
+        self._send(http2_frame(0x1, 0x4, stream, headers) + http2_frame(0x0, 0x1, stream, message))
+        return stream
+
+    def grant(self, stream, credit):
+        """Lets the server send `credit` more bytes on `stream` (and on the connection)."""
+        increment = credit.to_bytes(4, "big")
+        self._send(http2_frame(0x8, 0, 0, increment) + http2_frame(0x8, 0, stream, increment))
+
+    def messages(self, stream, message_type):
+        """The gRPC messages `stream` received whole so far, parsed as `message_type`."""
+        data, messages = self.data.get(stream, b""), []
+        while len(data) >= 5 and len(data) >= 5 + int.from_bytes(data[1:5], "big"):
+            length = int.from_bytes(data[1:5], "big")
+            messages.append(message_type.FromString(data[5:5 + length]))
+            data = data[5 + length:]
+        return messages
+
+    def wait_for(self, condition, what, timeout_s=30.0):
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.02)
+
+    def wait_answered(self, count, timeout_s=30.0):
+        self.wait_for(lambda: len(self.answered) >= count, f"{count} calls answered", timeout_s)
+
+    def close(self):
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()

@@ -10,6 +10,8 @@ import base64
 import os
 import re
 import secrets
+import subprocess
+import sys
 
 import grpc
 import pytest
@@ -43,8 +45,10 @@ def token_server(tmp_path_factory, admin_token):
     token_file = tmp_path_factory.mktemp("auth") / "admin.token"
     token_file.write_text(admin_token + "\n")
     os.chmod(token_file, 0o600)
+    # The most verbose log, as JSON: test_no_token_appears_in_the_logs reads all of it.
     with running_server("--auth=token", f"--admin_token_file={token_file}",
-                        f"--max_sessions_per_client={QUOTA}", "--max_sessions=200") as server:
+                        f"--max_sessions_per_client={QUOTA}", "--max_sessions=200",
+                        "--log_level=trace", "--log_format=json") as server:
         yield server
 
 
@@ -126,6 +130,11 @@ def call_detach(client, w):
         driver.observe()
         try:
             client.detach_controller(w.a, w.v2)
+        except grpc.RpcError:
+            # Denied: the controller is still attached (its car takes no SetControls).
+            assert_code(grpc.StatusCode.FAILED_PRECONDITION, owner.set_controls, w.a,
+                        {w.v2: (0.0, 0.0)})
+            raise
         finally:
             driver.close()
 
@@ -294,6 +303,15 @@ def test_b_cannot_pause_speed_up_reset_or_delete_a_s_race(two_students):
     a.get_state(a_sid)  # Still there.
 
 
+def test_the_python_client_never_echoes_a_mistyped_token(token_server):
+    # One character outside ASCII: gRPC would refuse to send the header and print its value.
+    typo = new_token()[:-1] + "\u00e9"
+    with pytest.raises(ValueError) as err:
+        pitlane.Client(token_server.address, token=typo)
+    assert typo[4:20] not in str(err.value)
+    assert "token" in str(err.value)
+
+
 def test_b_cannot_delete_the_scenario_session(tmp_path, admin_token):
     token_file = tmp_path / "admin.token"
     token_file.write_text(admin_token)
@@ -359,6 +377,75 @@ def test_nobody_else_takes_over_a_car_whose_controller_dropped(token_server, adm
         admin.delete_session(sid)
 
 
+_SILENT_DRIVER = """
+import os, signal, sys
+import pitlane
+with pitlane.Client(sys.argv[1], token=os.environ["PITLANE_TOKEN"]) as client:
+    stream = client.drive(sys.argv[2], int(sys.argv[3]))
+    stream.observe()
+    print("attached", flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)  # Gone without a word, as a laptop whose lid shut.
+"""
+
+
+def test_a_driver_whose_connection_died_silently_takes_its_car_back(token_server, admin):
+    sid = admin.create_session(name="race").session_id
+    [(car, a_token, _)] = admin.spawn_vehicles_with_tokens(sid, [pitlane.vehicle_spec()])
+    child = subprocess.Popen(
+        [sys.executable, "-c", _SILENT_DRIVER, token_server.address, sid, str(car)],
+        env={**os.environ, "PITLANE_TOKEN": a_token, "PYTHONPATH": os.pathsep.join(sys.path)},
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "attached"
+        # The stream is still open as far as the server knows: nobody else takes the car,
+        # the admin included...
+        other = admin.drive(sid, car)
+        with pytest.raises(grpc.RpcError) as err:
+            other.observe()
+        assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+        other.close()
+        # ...but the same token takes it back at once.
+        with admin.with_token(a_token) as a:
+            again = a.drive(sid, car)
+            assert again.observe().vehicle.vehicle_id == car
+            admin.step(sid, 2)
+            assert again.observe().vehicle.vehicle_id == car
+            again.close()
+    finally:
+        child.kill()
+        child.wait()
+        admin.delete_session(sid)
+
+
+def test_a_team_whose_program_restarted_still_owns_the_sessions_it_created(token_server, admin):
+    home = admin.create_session(name="team-home").session_id
+    other_home = admin.create_session(name="other-home").session_id
+    try:
+        team_token = admin.owner_tokens[home][0]
+        with admin.with_token(team_token) as first_run:
+            sandbox = first_run.create_session(name="sandbox").session_id
+            first_run.spawn_vehicle(sandbox)
+        # The program restarts with only the token it was given: the session it made before
+        # is listed, readable and deletable, and its quota slot comes back.
+        with admin.with_token(team_token) as second_run:
+            assert {s.session_id for s in second_run.list_sessions()} == {home, sandbox}
+            assert len(second_run.get_state(sandbox).vehicles) == 1
+            viewer, _ = second_run.mint_token(sandbox, "viewer")
+            second_run.delete_session(sandbox)
+            again = second_run.create_session(name="sandbox").session_id
+            # Another team sees none of it; a viewer of one session sees only that one.
+            with admin.with_token(admin.owner_tokens[other_home][0]) as other:
+                assert {s.session_id for s in other.list_sessions()} == {other_home}
+                assert_code(NOT_FOUND, other.get_session, again)
+                assert_code(NOT_FOUND, other.delete_session, again)
+            second_run.delete_session(again)
+        with admin.with_token(viewer) as spectator:
+            assert_code(UNAUTH, spectator.get_session, sandbox)  # Revoked with its session.
+    finally:
+        admin.delete_session(home)
+        admin.delete_session(other_home)
+
+
 def test_b_cannot_exhaust_the_sessions(token_server, admin):
     home = admin.create_session(name="b-home").session_id
     created = []
@@ -419,6 +506,38 @@ def test_revoking_a_driver_token_ends_its_drive_stream(token_server, admin):
             assert err.value.code() == UNAUTH
             driver.close()
             assert_code(UNAUTH, driver_client.get_state, sid)
+    finally:
+        admin.delete_session(sid)
+
+
+def test_a_revoked_viewer_gets_nothing_newer_than_the_frame_in_flight(token_server, admin):
+    # A viewer that reads slowly: its first frame (larger than the 65,535 bytes of credit the
+    # raw client gives) is still being written when its token is revoked; the newer frames
+    # made meanwhile must not follow it.
+    from conftest import RawHttp2Client
+    sid = admin.create_session(name="watched").session_id
+    try:
+        admin.spawn_vehicles(sid, [pitlane.vehicle_spec(x_m=10.0 * i, y_m=1.5, yaw_rad=0.1,
+                                                        speed_mps=1.0) for i in range(5000)])
+        viewer, viewer_id = admin.mint_token(sid, "viewer")
+        client = RawHttp2Client(token_server.address)
+        try:
+            stream = client.call(b"/pitlane.v1.Simulator/StreamStates",
+                                 pb.StreamStatesRequest(session_id=sid),
+                                 ((b"authorization", b"Bearer " + viewer.encode()),))
+            client.wait_for(lambda: len(client.data.get(stream, b"")) >= 60_000,
+                            "the first frame's first bytes")
+            admin.step(sid, 3)
+            admin.revoke_token(sid, viewer_id)
+            admin.step(sid, 3)
+            client.grant(stream, 64 << 20)
+            client.wait_for(lambda: stream in client.ended, "the stream's end")
+            ticks = [m.state.time.tick for m in client.messages(stream, pb.StreamStatesResponse)]
+            assert ticks == [0]
+        finally:
+            client.close()
+        with admin.with_token(viewer) as revoked:
+            assert_code(UNAUTH, revoked.get_state, sid)
     finally:
         admin.delete_session(sid)
 

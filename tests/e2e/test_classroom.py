@@ -27,6 +27,10 @@ def test_a_session_per_team(class_server, tmp_path):
     server, admin_token, _ = class_server
     roster = tmp_path / "roster.txt"
     roster.write_text("# Monday group\nred\nblue  # late joiners\n\n")
+    # A file left from an earlier run, readable by everyone, is made private again.
+    (tmp_path / "teams").mkdir()
+    (tmp_path / "teams" / "red.json").write_text("{}")
+    (tmp_path / "teams" / "red.json").chmod(0o644)
     files = classroom.set_up(server.address, admin_token, classroom.read_roster(roster),
                              tmp_path / "teams")
     assert sorted(files) == ["blue", "red"]

@@ -105,15 +105,45 @@ def test_bad_security_flags_exit_2_naming_the_flag(flags, message):
     assert message in result.stderr, result.stderr
 
 
-def test_a_mismatched_certificate_and_key_exit_1(pki):
+@pytest.mark.parametrize("cert,key,client_ca,message", [
+    # The key of another certificate.
+    ("server.crt", "client.key", None,
+     "--tls_key_file: this private key does not belong to the first certificate"),
+    # PEM armour around nothing that parses.
+    ("corrupt.pem", "server.key", None,
+     "--tls_cert_file: no PEM certificate could be read"),
+    ("server.crt", "corrupt.pem", None, "--tls_key_file: no PEM private key could be read"),
+    ("server.crt", "server.key", "corrupt.pem",
+     "--tls_client_ca_file: no PEM certificate could be read"),
+    # A certificate where the key should be, and the reverse.
+    ("server.key", "server.key", None, "--tls_cert_file: no PEM certificate"),
+    ("server.crt", "server.crt", None, "--tls_key_file: no PEM private key"),
+])
+def test_unusable_tls_files_exit_2_naming_the_flag(pki, cert, key, client_ca, message):
     from conftest import SERVER
     d, _ = pki
-    result = subprocess.run([str(SERVER), "--listen=127.0.0.1:0", "--auth=none",
-                             f"--tls_cert_file={d / 'server.crt'}",
-                             f"--tls_key_file={d / 'client.key'}"],
-                            capture_output=True, text=True, timeout=20)
-    assert result.returncode == 1, result.stderr
-    assert "--tls_cert_file and --tls_key_file must be a matching PEM pair" in result.stderr
+    (d / "corrupt.pem").write_text("-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n"
+                                   "-----END CERTIFICATE-----\n")
+    flags = ["--listen=127.0.0.1:0", "--auth=none", f"--tls_cert_file={d / cert}",
+             f"--tls_key_file={d / key}"]
+    if client_ca:
+        flags.append(f"--tls_client_ca_file={d / client_ca}")
+    result = subprocess.run([str(SERVER), *flags], capture_output=True, text=True, timeout=20)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr, result.stderr
+
+
+def test_client_certificates_do_not_stand_in_for_tokens_off_loopback(pki):
+    # Mutual TLS says who may connect, not what each may do: --auth=none on an address other
+    # machines reach still needs the flag that says so.
+    from conftest import SERVER
+    d, _ = pki
+    result = subprocess.run(
+        [str(SERVER), "--listen=0.0.0.0:0", "--auth=none", f"--tls_cert_file={d / 'server.crt'}",
+         f"--tls_key_file={d / 'server.key'}", f"--tls_client_ca_file={d / 'ca.crt'}"],
+        capture_output=True, text=True, timeout=20)
+    assert result.returncode == 2, result.stderr
+    assert "--allow_unauthenticated_remote_access" in result.stderr, result.stderr
 
 
 def test_failed_handshakes_cannot_flood_the_log(pki):

@@ -59,6 +59,7 @@ def read_roster(path):
 def write_secret(path, content):
     """Writes `content` as JSON readable by the owner alone (it holds a token)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # A file that was there already keeps its mode otherwise.
     with os.fdopen(fd, "w") as f:
         json.dump(content, f, indent=2)
         f.write("\n")

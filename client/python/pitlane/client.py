@@ -494,6 +494,12 @@ class Client:
             token = token.strip()
             if not token:
                 raise ValueError("token is empty")
+            # A header value gRPC cannot send makes it print the value in its error: a token
+            # with a mistyped character would be echoed almost whole. Refused here, unseen.
+            if not all("!" <= c <= "~" for c in token):
+                raise ValueError(
+                    "token: holds characters a token never has (Pitlane tokens are plt_ and 32 "
+                    "characters of a-z and 2-7); copy it again from the file you were given")
             self._bearer = _BearerToken(token, self.owner_tokens)
             channel = grpc.intercept_channel(channel, self._bearer)
         self.stub = pb_grpc.SimulatorStub(channel)
