@@ -47,6 +47,23 @@ double Atan2Slow(double ay, double ax, int left) {
                   : AtanKernel<false>(ax, 0.0, ay, 0.0, left + 1);
 }
 
+double Atan2General(double y, double x) {
+  const double ax = std::abs(x);
+  const double ay = std::abs(y);
+  // Kinds 2 and 3 (see AtanKernel) reflect the angle into the left half-plane.
+  const int left = std::signbit(x) ? 2 : 0;
+  double angle;
+  // Both finite, at most 2^900, the larger at least 2^-900 (false for NaN).
+  if (ax <= 0x1p900 && ay <= 0x1p900 && (ax >= 0x1p-900 || ay >= 0x1p-900)) {
+    // Below the diagonal atan(|y| / |x|), above it pi/2 -+ atan(|x| / |y|).
+    angle = ay <= ax ? AtanKernel<false>(ay, 0.0, ax, 0.0, left)
+                     : AtanKernel<false>(ax, 0.0, ay, 0.0, left + 1);
+  } else {
+    angle = Atan2Slow(ay, ax, left);
+  }
+  return std::copysign(angle, y);
+}
+
 }  // namespace math_internal
 
 // x = 2^e m with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact, by Sterbenz), and

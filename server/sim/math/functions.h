@@ -244,6 +244,10 @@ inline double AtanKernel(double n, double n_lo, double d, double d_lo, int kind)
 // 2^+-900 (rescaled). `left` is 2 for x with its sign bit set, else 0. In functions.cc.
 double Atan2Slow(double ay, double ax, int left);
 
+// Atan2 off its inline fast path (every case but a small angle right of the y axis). Out of
+// line, so that the callers' hot loops hold only the fast path. In functions.cc.
+double Atan2General(double y, double x);
+
 }  // namespace math_internal
 
 inline double Exp(double x) {
@@ -322,27 +326,15 @@ inline double AtanFast(double x) {
 
 inline double Atan2(double y, double x) {
   // The common case, a small angle right of the y axis (a tick's turn): AtanKernel's k = 0,
-  // kind 0 path inline, with the same operations (so the same bits), the sign carried through
-  // the odd series.
-  if (x > 0.0 && x <= 0x1p900 && std::abs(y) <= math_internal::kAtanMid[0] * x) {
+  // kind 0 path inline, with the same operations (so the same bits). With x > 0 and y != 0,
+  // u has y's sign and the series' terms are smaller than u, so the sum keeps it (y = +-0
+  // goes the general way, which keeps the zero's sign).
+  if (x > 0.0 && x <= 0x1p900 && std::abs(y) <= math_internal::kAtanMid[0] * x && y != 0.0) {
     const double u = y / x;
     const double z = u * u;
-    return std::copysign(u + u * z * math_internal::AtanSeries(z), y);  // Keeps -0.
+    return u + u * z * math_internal::AtanSeries(z);
   }
-  const double ax = std::abs(x);
-  const double ay = std::abs(y);
-  // Kinds 2 and 3 (see AtanKernel) reflect the angle into the left half-plane.
-  const int left = std::signbit(x) ? 2 : 0;
-  double angle;
-  // Both finite, at most 2^900, the larger at least 2^-900 (false for NaN).
-  if (ax <= 0x1p900 && ay <= 0x1p900 && (ax >= 0x1p-900 || ay >= 0x1p-900)) {
-    // Below the diagonal atan(|y| / |x|), above it pi/2 -+ atan(|x| / |y|).
-    angle = ay <= ax ? math_internal::AtanKernel<false>(ay, 0.0, ax, 0.0, left)
-                     : math_internal::AtanKernel<false>(ax, 0.0, ay, 0.0, left + 1);
-  } else {
-    angle = math_internal::Atan2Slow(ay, ax, left);
-  }
-  return std::copysign(angle, y);
+  return math_internal::Atan2General(y, x);
 }
 
 inline double Asin(double x) {
