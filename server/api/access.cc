@@ -105,7 +105,8 @@ absl::StatusOr<Caller> Access::Authenticate(const grpc::ServerContextBase& conte
 
 bool Access::OwnsThroughTeam(const Caller& caller, absl::string_view session_id) const {
   if (caller.grant == nullptr || caller.grant->role != auth::Role::kOwner ||
-      caller.grant->session_id == session_id || caller.grant->principal.empty()) {
+      !caller.grant->team || caller.grant->session_id == session_id ||
+      caller.grant->principal.empty()) {
     return false;
   }
   absl::MutexLock lock(&mu_);
@@ -173,14 +174,16 @@ void Access::SessionGone(absl::string_view session_id) {
 
 absl::StatusOr<std::vector<auth::Minted>> Access::Mint(const Caller& minter,
                                                        std::vector<auth::Grant> grants,
-                                                       bool pending) {
+                                                       bool pending, bool for_new_session) {
   const bool admin = minter.grant != nullptr && minter.grant->role == auth::Role::kAdmin;
+  const bool minter_team = minter.grant != nullptr && minter.grant->team;
   for (auth::Grant& grant : grants) {
     if (admin) {
       ASSIGN_OR_RETURN(grant.principal, NewPrincipal());
     } else {
       grant.principal = minter.principal();
     }
+    grant.team = grant.role == auth::Role::kOwner && (admin || (for_new_session && minter_team));
   }
   return tokens_.MintAll(grants, options_.max_tokens_per_session, pending);
 }

@@ -97,11 +97,14 @@ class Access {
   void SessionGone(absl::string_view session_id);
 
   // Mints the tokens of `grants` for `minter`: tokens minted by an owner carry its principal
-  // on; each an admin mints starts its own (see Grant::principal). `pending` as
-  // TokenStore::MintAll.
+  // on; each an admin mints starts its own (see Grant::principal). An owner token reaches its
+  // team's other sessions (Grant::team) when an admin minted it, or when `for_new_session`
+  // (CreateSession's owner token) and the minter's own token did; an owner token minted to
+  // share one session never does. `pending` as TokenStore::MintAll.
   absl::StatusOr<std::vector<auth::Minted>> Mint(const Caller& minter,
                                                  std::vector<auth::Grant> grants,
-                                                 bool pending = false);
+                                                 bool pending = false,
+                                                 bool for_new_session = false);
 
  private:
   const AccessOptions options_;

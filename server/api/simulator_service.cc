@@ -375,9 +375,10 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
       vehicle = vehicle_;
     }
     service_.UnregisterStream(caller_, this);  // Nothing if it never registered.
-    // Attached (a failed attach leaves no subscriber): the controller leaves.
-    if (session != nullptr && subscriber != nullptr) {
-      session->DetachController(subscriber.get());
+    // Attached (a failed attach leaves no subscriber): the controller leaves, and says so
+    // unless something else detached it first (the owner, a revocation, a take-over, a reset
+    // or removal: their own audit lines tell).
+    if (session != nullptr && subscriber != nullptr && session->DetachController(subscriber.get())) {
       Audit(peer_, "controller.detach",
             {{"by", By(caller_)}, {"session", session->id()}, {"vehicle", vehicle}});
     }
@@ -420,13 +421,13 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
     }
     // The session offers the first observation from inside this call.
     // The same token may take its own car back from a stream that died without a word.
-    const absl::Status attached = (*session)->AttachController(
+    const absl::StatusOr<bool> took_over = (*session)->AttachController(
         attach.vehicle_id(), action, subscriber,
         caller_.grant != nullptr ? caller_.token_id() : std::string());
-    if (!attached.ok()) {
+    if (!took_over.ok()) {
       absl::MutexLock lock(&mu_);
       subscriber_.reset();
-      return PrefixField("attach", attached);
+      return PrefixField("attach", took_over.status());
     }
     bool revoked;
     {
@@ -441,7 +442,8 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
           {{"by", By(caller_)}, {"session", (*session)->id()},
            {"vehicle", attach.vehicle_id()},
            {"on_disconnect", action == session::DisconnectAction::kBrakeToStop ? "brake_to_stop"
-                                                                               : "hold_controls"}});
+                                                                               : "hold_controls"},
+           {"took_over", *took_over ? "true" : "false"}});
     return absl::OkStatus();
   }
 
@@ -645,7 +647,8 @@ grpc::ServerUnaryReactor* SimulatorService::CreateSession(grpc::CallbackServerCo
                      CreateFromConfig(request->config(), &caller, &reservation));
     if (access_.mode() == AuthMode::kToken) {
       absl::StatusOr<std::vector<auth::Minted>> owner =
-          access_.Mint(caller, {{.role = auth::Role::kOwner, .session_id = session->id()}});
+          access_.Mint(caller, {{.role = auth::Role::kOwner, .session_id = session->id()}},
+                       /*pending=*/false, /*for_new_session=*/true);
       if (!owner.ok()) {
         (void)sessions_.Delete(session->id());
         return owner.status();

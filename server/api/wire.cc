@@ -110,15 +110,15 @@ absl::Status CheckResponseSize(std::size_t bytes, absl::string_view ask_for_less
 
 absl::StatusOr<HeavyReads::Slot> HeavyReads::Admit(std::size_t estimated_bytes) {
   if (estimated_bytes < kHeavyReadBytes) return Slot();
-  if (in_flight_.fetch_add(1) >= kMaxHeavyReads) {
-    in_flight_.fetch_sub(1);
+  if (in_flight_->fetch_add(1) >= kMaxHeavyReads) {
+    in_flight_->fetch_sub(1);
     return absl::ResourceExhaustedError(absl::StrCat(
         "response: ", kMaxHeavyReads,
         " large reads are being answered already (this one would be about ",
         estimated_bytes >> 20, " MiB); retry in a moment, or ask for less (ListSessions, "
         "StreamStates with vehicle_ids)"));
   }
-  return Slot(&in_flight_);
+  return Slot(in_flight_);
 }
 
 }  // namespace pitlane::api

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstddef>
 #include <exception>
+#include <memory>
 #include <new>
 #include <utility>
 
@@ -41,19 +42,20 @@ inline constexpr int kMaxHeavyReads = 4;
 class HeavyReads {
  public:
   // Held while a read builds its response and then by its encoding (SerializeMessage) until
-  // gRPC has sent it; frees its place when destroyed.
+  // gRPC has sent it; frees its place when destroyed. It shares the count, which gRPC may
+  // free the bytes after the service is gone (a connection torn down at shutdown).
   class Slot {
    public:
     Slot() = default;
-    explicit Slot(std::atomic<int>* count) : count_(count) {}
-    Slot(Slot&& other) noexcept : count_(std::exchange(other.count_, nullptr)) {}
+    explicit Slot(std::shared_ptr<std::atomic<int>> count) : count_(std::move(count)) {}
+    Slot(Slot&& other) noexcept = default;
     Slot& operator=(Slot&&) = delete;
     ~Slot() {
       if (count_ != nullptr) count_->fetch_sub(1);
     }
 
    private:
-    std::atomic<int>* count_ = nullptr;
+    std::shared_ptr<std::atomic<int>> count_;
   };
 
   // A slot for a read whose response is estimated at `estimated_bytes`: an empty one for a
@@ -61,7 +63,7 @@ class HeavyReads {
   absl::StatusOr<Slot> Admit(std::size_t estimated_bytes);
 
  private:
-  std::atomic<int> in_flight_{0};
+  const std::shared_ptr<std::atomic<int>> in_flight_ = std::make_shared<std::atomic<int>>(0);
 };
 
 // `message`'s encoding.

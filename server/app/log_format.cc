@@ -57,15 +57,16 @@ void LogGrpcMessage(gpr_log_func_args* args) {
   static const session::SteadyClock* const clock = new session::SteadyClock();
   static api::LogRateLimiter* const limiter =
       new api::LogRateLimiter(clock, kGrpcLinesPerSecond, kGrpcBurstLines);
+  spdlog::level::level_enum level = spdlog::level::debug;
+  if (args->severity == GPR_LOG_SEVERITY_INFO) level = spdlog::level::info;
+  if (args->severity == GPR_LOG_SEVERITY_ERROR) level = spdlog::level::err;
+  if (!spdlog::should_log(level)) return;  // Filtered lines take nothing from the budget.
   const api::LogRateLimiter::Decision decision = limiter->Acquire();
   if (!decision.allowed) return;
   if (decision.suppressed > 0) {
     spdlog::warn("grpc: {} lines suppressed by the rate limit ({} a second)", decision.suppressed,
                  kGrpcLinesPerSecond);
   }
-  spdlog::level::level_enum level = spdlog::level::debug;
-  if (args->severity == GPR_LOG_SEVERITY_INFO) level = spdlog::level::info;
-  if (args->severity == GPR_LOG_SEVERITY_ERROR) level = spdlog::level::err;
   spdlog::log(level, "grpc: {} ({}:{})", args->message, args->file, args->line);
 }
 

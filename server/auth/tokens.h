@@ -53,6 +53,10 @@ struct Grant {
   // mints start a principal of their own, and every token minted from them (an owner token
   // from CreateSession, a driver token from that owner) carries it on.
   std::string principal;
+  // For an owner token: it also owns every session its principal created (see
+  // Access::Check). True for the owner tokens an admin mints or CreateSession returns to a
+  // team's own token; false for an owner token a team mints to share one session.
+  bool team = false;
   friend bool operator==(const Grant&, const Grant&) = default;
 };
 

@@ -40,7 +40,10 @@ void Scheduler::PushLocked(Slot& slot, const ScheduledJob* job, std::int64_t whe
     }
     queue_ = decltype(queue_)(std::greater<Entry>(), std::move(live));
   }
-  wake_.Signal();
+  // Idle workers sleep until the earliest entry is due: only a new earliest one changes that.
+  // (A later one would wake a worker for nothing: a REALTIME or BARRIER session reschedules
+  // itself every tick, thousands of times a second.)
+  if (queue_.top().generation == slot.generation) wake_.Signal();
 }
 
 void Scheduler::Schedule(std::shared_ptr<ScheduledJob> job, std::int64_t when_ns) {
@@ -165,6 +168,9 @@ void Scheduler::WorkerLoop() {
     const std::int64_t now_ns = clock_->NowNanos();
     std::shared_ptr<ScheduledJob> job = TakeDueLocked(now_ns);
     if (job != nullptr) {
+      // Another entry due already (pushed while the woken worker was on its way, so it did not
+      // signal: it was not the earliest): wake another worker for it.
+      if (!queue_.empty() && queue_.top().when_ns <= now_ns) wake_.Signal();
       mu_.Unlock();
       RunOne(std::move(job));
       mu_.Lock();

@@ -381,7 +381,9 @@ TEST(SessionClock, BarrierWaitsForEveryControllerOrTheTimeout) {
   const Subscriber* b = b_subscriber.get();
   ASSERT_TRUE(session->AttachController(1, DisconnectAction::kHoldControls, a).ok());
   ASSERT_TRUE(session->AttachController(2, DisconnectAction::kHoldControls, b_subscriber).ok());
-  EXPECT_EQ(session->AttachController(2, DisconnectAction::kHoldControls, b_subscriber).code(),
+  EXPECT_EQ(session->AttachController(2, DisconnectAction::kHoldControls, b_subscriber)
+                .status()
+                .code(),
             absl::StatusCode::kAlreadyExists);
   // Both answer tick 0 at once: tick 1 runs without waiting.
   ASSERT_EQ(*session->ApplyControl(a.get(), 0, {.acceleration_mps2 = 1.0}), ControlReceipt::kOnTime);

@@ -694,9 +694,10 @@ Session::Controller* Session::FindControllerLocked(const Subscriber* subscriber)
   return nullptr;
 }
 
-absl::Status Session::AttachController(sim::VehicleId vehicle, DisconnectAction on_disconnect,
-                                       std::shared_ptr<Subscriber> subscriber,
-                                       std::string holder) {
+absl::StatusOr<bool> Session::AttachController(sim::VehicleId vehicle,
+                                               DisconnectAction on_disconnect,
+                                               std::shared_ptr<Subscriber> subscriber,
+                                               std::string holder) {
   AfterUnlock after;
   std::shared_ptr<Subscriber> replaced;
   {
@@ -738,7 +739,7 @@ absl::Status Session::AttachController(sim::VehicleId vehicle, DisconnectAction 
     replaced->transport().OnClosed(absl::AbortedError(
         "vehicle_id: a new Drive stream with the same token took this vehicle over"));
   }
-  return absl::OkStatus();
+  return replaced != nullptr;
 }
 
 absl::StatusOr<ControlReceipt> Session::ApplyControl(const Subscriber* subscriber,
@@ -796,16 +797,17 @@ absl::StatusOr<ControlReceipt> Session::ApplyControl(const Subscriber* subscribe
   return receipt;
 }
 
-void Session::DetachController(const Subscriber* subscriber) {
+bool Session::DetachController(const Subscriber* subscriber) {
   AfterUnlock after;
   {
     TurnLock lock(this);
     const auto it = std::find_if(controllers_.begin(), controllers_.end(),
                                  [subscriber](const Controller& c) { return c.subscriber == subscriber; });
-    if (it == controllers_.end()) return;
+    if (it == controllers_.end()) return false;
     (void)DetachLocked(it, after);
   }
   Finish(std::move(after));
+  return true;
 }
 
 absl::StatusOr<SimTime> Session::DetachVehicleController(sim::VehicleId vehicle,

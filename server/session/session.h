@@ -302,9 +302,10 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // attached by the same non-empty `holder` (the token a Drive stream came with): then the
   // old controller is detached (its stream ends ABORTED) and this one takes its place, so a
   // driver whose connection died without a word gets its car back with its own token.
-  absl::Status AttachController(sim::VehicleId vehicle, DisconnectAction on_disconnect,
-                                std::shared_ptr<Subscriber> subscriber,
-                                std::string holder = "");
+  // Returns whether it took the vehicle over so.
+  absl::StatusOr<bool> AttachController(sim::VehicleId vehicle, DisconnectAction on_disconnect,
+                                        std::shared_ptr<Subscriber> subscriber,
+                                        std::string holder = "");
   // A control from the controller of `subscriber` that answers the observation of `tick`.
   // The vehicle's model checks it (InvalidArgument naming the field, no prefix).
   // InvalidArgument ("tick") for a tick not yet observed; NotFound ("vehicle_id") if the
@@ -314,8 +315,10 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // returned (ResourceExhausted).
   absl::StatusOr<ControlReceipt> ApplyControl(const Subscriber* subscriber, std::uint64_t tick,
                                               sim::VehicleInput input);
-  // Detaches a controller, applying its disconnect action. Unknown ones are ignored.
-  void DetachController(const Subscriber* subscriber);
+  // Detaches a controller, applying its disconnect action. Unknown ones are ignored (it was
+  // detached already: by the owner, a revocation, a take-over, a reset). Returns whether it
+  // detached one.
+  bool DetachController(const Subscriber* subscriber);
   // Detaches the controller of `vehicle` as DetachController does, and ends its stream with
   // `reason` (the session's owner, or the revocation of its token). Returns the time.
   // NotFound ("vehicle_id") for a vehicle not alive; FailedPrecondition if it has no

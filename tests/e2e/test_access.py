@@ -433,6 +433,18 @@ def test_a_team_whose_program_restarted_still_owns_the_sessions_it_created(token
             viewer, _ = second_run.mint_token(sandbox, "viewer")
             second_run.delete_session(sandbox)
             again = second_run.create_session(name="sandbox").session_id
+            # An owner token the team mints to share one session owns that one only.
+            partner_token, _ = second_run.mint_token(again, "owner")
+            with admin.with_token(partner_token) as partner:
+                assert {s.session_id for s in partner.list_sessions()} == {again}
+                assert_code(NOT_FOUND, partner.get_session, home)
+                assert_code(NOT_FOUND, partner.mint_token, home, "owner")
+                # Nor do the sessions it creates give it more (they count for the team).
+                made = partner.create_session(name="partner").session_id
+                made_token = partner.owner_tokens[made][0]
+            with admin.with_token(made_token) as partner_again:
+                assert {s.session_id for s in partner_again.list_sessions()} == {made}
+            second_run.delete_session(made)  # The team's own token reaches it.
             # Another team sees none of it; a viewer of one session sees only that one.
             with admin.with_token(admin.owner_tokens[other_home][0]) as other:
                 assert {s.session_id for s in other.list_sessions()} == {other_home}

@@ -477,6 +477,16 @@ class Client:
             ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
         ]
+        if token is not None:
+            token = token.strip()
+            if not token:
+                raise ValueError("token is empty")
+            # A header value gRPC cannot send makes it print the value in its error: a token
+            # with a mistyped character would be echoed almost whole. Refused here, unseen.
+            if not all("!" <= c <= "~" for c in token):
+                raise ValueError(
+                    "token: holds characters a token never has (Pitlane tokens are plt_ and 32 "
+                    "characters of a-z and 2-7); copy it again from the file you were given")
         if tls is None:
             tls = any(x is not None for x in (root_certificates, private_key, certificate_chain))
         if tls:
@@ -491,15 +501,6 @@ class Client:
         channel = self._channel
         self._bearer = None
         if token is not None:
-            token = token.strip()
-            if not token:
-                raise ValueError("token is empty")
-            # A header value gRPC cannot send makes it print the value in its error: a token
-            # with a mistyped character would be echoed almost whole. Refused here, unseen.
-            if not all("!" <= c <= "~" for c in token):
-                raise ValueError(
-                    "token: holds characters a token never has (Pitlane tokens are plt_ and 32 "
-                    "characters of a-z and 2-7); copy it again from the file you were given")
             self._bearer = _BearerToken(token, self.owner_tokens)
             channel = grpc.intercept_channel(channel, self._bearer)
         self.stub = pb_grpc.SimulatorStub(channel)

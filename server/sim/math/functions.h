@@ -326,13 +326,12 @@ inline double AtanFast(double x) {
 
 inline double Atan2(double y, double x) {
   // The common case, a small angle right of the y axis (a tick's turn): AtanKernel's k = 0,
-  // kind 0 path inline, with the same operations (so the same bits). With x > 0 and y != 0,
-  // u has y's sign and the series' terms are smaller than u, so the sum keeps it (y = +-0
-  // goes the general way, which keeps the zero's sign).
-  if (x > 0.0 && x <= 0x1p900 && std::abs(y) <= math_internal::kAtanMid[0] * x && y != 0.0) {
+  // kind 0 path inline, with the same operations (so the same bits), the sign carried through
+  // the odd series (copysign: a y/x that underflows to -0 would lose it).
+  if (x > 0.0 && x <= 0x1p900 && std::abs(y) <= math_internal::kAtanMid[0] * x) {
     const double u = y / x;
     const double z = u * u;
-    return u + u * z * math_internal::AtanSeries(z);
+    return std::copysign(u + u * z * math_internal::AtanSeries(z), y);
   }
   return math_internal::Atan2General(y, x);
 }

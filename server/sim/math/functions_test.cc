@@ -237,6 +237,12 @@ TEST(Atan2, SpecialValuesFollowC) {
           << "atan2(" << y << ", " << x << ")";
     }
   }
+  // y / x underflows to a signed zero on the fast path: the zero keeps y's sign.
+  for (const auto [y, x] : {std::pair{-5e-324, 3.0}, {-1e-320, 1e5}, {5e-324, 3.0}}) {
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(Atan2(y, x)),
+              std::bit_cast<std::uint64_t>(std::atan2(y, x)))
+        << "atan2(" << y << ", " << x << ")";
+  }
   EXPECT_TRUE(std::isnan(Atan2(kNan, 1.0)));
   EXPECT_TRUE(std::isnan(Atan2(1.0, kNan)));
   EXPECT_TRUE(std::isnan(Atan2(0.0, kNan)));
