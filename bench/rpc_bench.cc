@@ -235,29 +235,28 @@ void StepVsEmpty(benchmark::State& state, Fixture& fixture) {
 void BM_StepVsEmpty(benchmark::State& state) { StepVsEmpty(state, Shared()); }
 BENCHMARK(BM_StepVsEmpty)->UseRealTime()->MinTime(2.0);
 
-// The cost of access control: the same Step on a server without it and on one checking a
-// token (digest, lookup, role), alternated.
-void BM_StepWithTokenVsWithout(benchmark::State& state) {
-  Fixture& plain = Shared();
-  Fixture& checked = SharedWithTokens();
-  const v1::StepRequest without = OneTick(plain.NewOneVehicleSession());
-  const v1::StepRequest with = OneTick(checked.NewOneVehicleSession());
+// A one-tick Step on `first`'s server and on `second`'s, alternated (Alternate's counters).
+void StepOnTwo(benchmark::State& state, Fixture& first, Fixture& second, const char* first_name,
+               const char* second_name, const char* ratio_name) {
+  const v1::StepRequest on_first = OneTick(first.NewOneVehicleSession());
+  const v1::StepRequest on_second = OneTick(second.NewOneVehicleSession());
   Alternate(
-      state, [&] { return plain.Step(without); }, [&] { return checked.Step(with); },
-      "without_token_us", "with_token_us", "with_over_without");
+      state, [&] { return first.Step(on_first); }, [&] { return second.Step(on_second); },
+      first_name, second_name, ratio_name);
+}
+
+// The cost of access control: the same Step on a server without it and on one checking a
+// token (digest, lookup, role).
+void BM_StepWithTokenVsWithout(benchmark::State& state) {
+  StepOnTwo(state, Shared(), SharedWithTokens(), "without_token_us", "with_token_us",
+            "with_over_without");
 }
 BENCHMARK(BM_StepWithTokenVsWithout)->UseRealTime()->MinTime(2.0);
 
-// The same Step on two servers without access control, alternated: the ratio a comparison of
-// two servers shows when nothing differs (BM_StepWithTokenVsWithout's baseline).
+// The same Step on two servers without access control: the ratio a comparison of two servers
+// shows when nothing differs (BM_StepWithTokenVsWithout's baseline).
 void BM_StepOnTwoServers(benchmark::State& state) {
-  Fixture& one = Shared();
-  Fixture& twin = SharedTwin();
-  const v1::StepRequest on_one = OneTick(one.NewOneVehicleSession());
-  const v1::StepRequest on_twin = OneTick(twin.NewOneVehicleSession());
-  Alternate(
-      state, [&] { return one.Step(on_one); }, [&] { return twin.Step(on_twin); }, "one_us",
-      "twin_us", "twin_over_one");
+  StepOnTwo(state, Shared(), SharedTwin(), "one_us", "twin_us", "twin_over_one");
 }
 BENCHMARK(BM_StepOnTwoServers)->UseRealTime()->MinTime(2.0);
 

@@ -42,7 +42,7 @@ constexpr Golden kGoldens[] = {
     {"all_wheel_drive", 0x9b8fdd73cb85a769, 0xc4485a69ea81a02d},
     {"force_based", 0x2d334252ab1aa44f, 0xc4485a69ea81a02d},
     {"four_wheel", 0xcc83b312dee0b63d, 0xc4485a69ea81a02d},
-    {"collisions_sensors_drivers", 0xa6c8d39d1d62c9c0, 0x59a8189e284acea8},
+    {"collisions_sensors_drivers", 0xdfd8bb914f7b5258, 0x9bfead19c7aaf365},
 };
 
 const Golden& GoldenOf(const std::string& scene) {

@@ -555,36 +555,60 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   std::optional<grpc::Status> finish_after_write_ ABSL_GUARDED_BY(mu_);
 };
 
-// One Step call. The session's workers run it (Session::StartStep); the call finishes when
-// they are done. A client that cancels (or whose deadline passes) stops it between two ticks.
+// A Step's response from its result (the error, if it failed).
+absl::Status EncodeStepResponse(absl::StatusOr<session::StepResult> result,
+                                grpc::ByteBuffer* raw_response) {
+  return Guarded([&]() -> absl::Status {
+    RETURN_IF_ERROR(result.status());
+    v1::StepResponse response;
+    FrameToProto(*result->frame, response.mutable_state());
+    EventsToProto(result->events, response.mutable_events());
+    response.set_dropped_events(result->events.dropped);
+    response.set_ticks_over_contact_budget(result->events.ticks_over_contact_budget);
+    RETURN_IF_ERROR(CheckResponseSize(
+        response.ByteSizeLong(),
+        "the ticks were stepped, but the state and events are too large for a Step response; "
+        "read the state with StreamStates and vehicle_ids, or step fewer ticks at a time"));
+    *raw_response = SerializeMessage(response);
+    return absl::OkStatus();
+  });
+}
+
+class StepReactor;
+
+// A Step's result on its way from the session (its on_done, called once) to whoever answers
+// the call: the handler itself when the Step ran at once on the handler's thread (a small
+// Step: answered through gRPC's default reactor, which ends the call without waking another
+// thread), else the StepReactor the handler made for a Step that runs on the workers.
+class PendingStep {
+ public:
+  // The session's on_done.
+  void Deliver(absl::StatusOr<session::StepResult> result);
+  // After StartStep: the result if it came already; else nullopt, and `reactor` answers.
+  std::optional<absl::StatusOr<session::StepResult>> TakeOrHandTo(
+      std::shared_ptr<StepReactor> reactor);
+
+ private:
+  absl::Mutex mu_;
+  std::optional<absl::StatusOr<session::StepResult>> result_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<StepReactor> reactor_ ABSL_GUARDED_BY(mu_);
+};
+
+// A Step that runs on the session's workers (Session::StartStep); the call finishes when they
+// are done. A client that cancels (or whose deadline passes) stops it between two ticks.
 //
-// Ownership: shared by gRPC (until OnDone) and the Step's completion callback, so neither
-// can outlive the other's use of it.
+// Ownership: shared by gRPC (until OnDone) and the Step's PendingStep, so neither can outlive
+// the other's use of it.
 class StepReactor final : public grpc::ServerUnaryReactor {
  public:
-  static grpc::ServerUnaryReactor* Start(std::shared_ptr<session::Session> session,
-                                         const v1::StepRequest& request,
-                                         grpc::ByteBuffer* response) {
-    auto reactor = std::shared_ptr<StepReactor>(new StepReactor(response));
-    reactor->self_ = reactor;
-    std::optional<std::uint64_t> expected_tick;
-    if (request.has_expected_tick()) expected_tick = request.expected_tick();
-    absl::StatusOr<std::shared_ptr<session::StepTicket>> ticket = session->StartStep(
-        request.ticks(), expected_tick,
-        [reactor](absl::StatusOr<session::StepResult> result) { reactor->Done(std::move(result)); });
-    if (!ticket.ok()) {
-      reactor->Finish(ToGrpcStatus(ticket.status()));
-    } else {
-      absl::MutexLock lock(&reactor->mu_);
-      reactor->ticket_ = *ticket;
-      if (reactor->cancelled_) (*ticket)->Cancel();
-    }
-    return reactor.get();
-  }
+  StepReactor(std::shared_ptr<session::StepTicket> ticket, grpc::ByteBuffer* response)
+      : response_(response), ticket_(std::move(ticket)) {}
+
+  // Takes ownership of itself until gRPC calls OnDone.
+  void Own(std::shared_ptr<StepReactor> self) { self_ = std::move(self); }
 
   void OnCancel() override {
     absl::MutexLock lock(&mu_);
-    cancelled_ = true;
     if (ticket_ != nullptr) ticket_->Cancel();
   }
 
@@ -597,34 +621,38 @@ class StepReactor final : public grpc::ServerUnaryReactor {
     self_.reset();  // May destroy this object: nothing may follow.
   }
 
- private:
-  explicit StepReactor(grpc::ByteBuffer* response) : response_(response) {}
-
   // On a worker: the response is made there, off gRPC's threads.
   void Done(absl::StatusOr<session::StepResult> result) {
-    const absl::Status status = Guarded([&]() -> absl::Status {
-      RETURN_IF_ERROR(result.status());
-      v1::StepResponse response;
-      FrameToProto(*result->frame, response.mutable_state());
-      EventsToProto(result->events, response.mutable_events());
-      response.set_dropped_events(result->events.dropped);
-      response.set_ticks_over_contact_budget(result->events.ticks_over_contact_budget);
-      RETURN_IF_ERROR(CheckResponseSize(
-          response.ByteSizeLong(),
-          "the ticks were stepped, but the state and events are too large for a Step response; "
-          "read the state with StreamStates and vehicle_ids, or step fewer ticks at a time"));
-      *response_ = SerializeMessage(response);
-      return absl::OkStatus();
-    });
-    Finish(ToGrpcStatus(status));
+    Finish(ToGrpcStatus(EncodeStepResponse(std::move(result), response_)));
   }
 
+ private:
   grpc::ByteBuffer* const response_;
   std::shared_ptr<StepReactor> self_;
   absl::Mutex mu_;
   std::shared_ptr<session::StepTicket> ticket_ ABSL_GUARDED_BY(mu_);
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
+
+void PendingStep::Deliver(absl::StatusOr<session::StepResult> result) {
+  std::shared_ptr<StepReactor> reactor;
+  {
+    absl::MutexLock lock(&mu_);
+    if (reactor_ == nullptr) {
+      result_ = std::move(result);  // The handler takes it.
+      return;
+    }
+    reactor = std::move(reactor_);
+  }
+  reactor->Done(std::move(result));
+}
+
+std::optional<absl::StatusOr<session::StepResult>> PendingStep::TakeOrHandTo(
+    std::shared_ptr<StepReactor> reactor) {
+  absl::MutexLock lock(&mu_);
+  if (result_.has_value()) return std::exchange(result_, std::nullopt);
+  reactor_ = std::move(reactor);
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -929,7 +957,23 @@ grpc::ServerUnaryReactor* SimulatorService::Step(grpc::CallbackServerContext* co
   absl::StatusOr<std::shared_ptr<session::Session>> session =
       Authorized(*caller, auth::Need::kOwn, request.session_id());
   if (!session.ok()) return FinishUnary(context, session.status());
-  return StepReactor::Start(*std::move(session), request, raw_response);
+  std::optional<std::uint64_t> expected_tick;
+  if (request.has_expected_tick()) expected_tick = request.expected_tick();
+  auto pending = std::make_shared<PendingStep>();
+  absl::StatusOr<std::shared_ptr<session::StepTicket>> ticket = (*session)->StartStep(
+      request.ticks(), expected_tick,
+      [pending](absl::StatusOr<session::StepResult> result) {
+        pending->Deliver(std::move(result));
+      });
+  if (!ticket.ok()) return FinishUnary(context, ticket.status());
+  auto reactor = std::make_shared<StepReactor>(*ticket, raw_response);
+  std::optional<absl::StatusOr<session::StepResult>> done = pending->TakeOrHandTo(reactor);
+  if (done.has_value()) {  // It ran here, at once: no reactor of ours is needed.
+    return FinishUnary(context, EncodeStepResponse(*std::move(done), raw_response));
+  }
+  StepReactor* const answering = reactor.get();
+  answering->Own(std::move(reactor));
+  return answering;
 }
 
 grpc::ServerUnaryReactor* SimulatorService::SetClock(grpc::CallbackServerContext* context,

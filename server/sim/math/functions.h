@@ -112,8 +112,10 @@ inline constexpr double kLn2By32Tail = (kLn2By32 - kLn2By32Head) + 7.24702129326
 // |x| up to which Expm1 uses its Taylor series: ln(2)/2.
 inline constexpr double kExpm1SeriesRange = 0.34657359027997264;
 
-// |x| up to which Exp takes its fast path: the result and 2^m are normal numbers.
-inline constexpr double kExpFastRange = 708.0;
+// The x for which Exp takes its fast path: the result, 2^m and the table's lo parts times 2^m
+// are normal numbers (for x >= -660, 2^m >= 2^-953, and every lo is 0 or above 2^-59).
+inline constexpr double kExpFastMin = -660.0;
+inline constexpr double kExpFastMax = 708.0;
 
 using trig_internal::InverseFactorial;
 
@@ -133,10 +135,12 @@ inline ExpReduction ReduceExp(double x) {
   // of two numbers this close); only the tail's product rounds.
   const double r = (x - kd * kLn2By32Head) - kd * kLn2By32Tail;
   // e^r - 1 by its Taylor series through r^6: on |r| <= 0.01083 the first dropped term,
-  // r^7 / 7! < 3.5e-18, is below rounding of the result (1.1e-16 relative).
+  // r^7 / 7! < 3.5e-18, is below rounding of the result (1.1e-16 relative). Estrin's scheme
+  // (pairs, then r^4): a short dependency chain, since Exp's latency is on the models' paths.
   constexpr double c2 = 1.0 / 2, c3 = 1.0 / 6, c4 = 1.0 / 24, c5 = 1.0 / 120, c6 = 1.0 / 720;
   const double r2 = r * r;
-  const double p = r + r2 * ((c2 + c3 * r) + r2 * ((c4 + c5 * r) + r2 * c6));
+  const double r4 = r2 * r2;
+  const double p = (r + r2 * (c2 + c3 * r)) + r4 * ((c4 + c5 * r) + r2 * c6);
   // k >> 5 rounds towards -inf (C++20 defines >> of a negative int as arithmetic).
   return {k >> 5, k & 31, p};
 }
@@ -252,11 +256,15 @@ double Atan2General(double y, double x);
 
 inline double Exp(double x) {
   using namespace math_internal;
-  if (!(std::abs(x) <= kExpFastRange)) return ExpSlow(x);
+  if (!(x >= kExpFastMin && x <= kExpFastMax)) return ExpSlow(x);
   const ExpReduction e = ReduceExp(x);
   const double* t = kExp2Table[e.j];
-  // 2^(j/32) (1 + p) = hi + (lo + hi p): rounded once, at the end.
-  return PowerOfTwo(e.m) * (t[0] + (t[1] + t[0] * e.p));
+  // 2^m 2^(j/32) (1 + p) = hi + (lo + hi p) with hi, lo the table's pair times 2^m (exact:
+  // all normal), made while p is being computed: rounded once, at the end.
+  const double scale = PowerOfTwo(e.m);
+  const double hi = t[0] * scale;
+  const double lo = t[1] * scale;
+  return hi + (lo + hi * e.p);
 }
 
 inline double Expm1(double x) {

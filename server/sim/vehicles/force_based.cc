@@ -199,11 +199,14 @@ void StepForceBased(const ForceBasedParams& params, const ForceBasedInput& input
   // Heading and position: the reference point follows the arc of curvature sin(δ_eff) / L
   // (from the speed at the start of the tick) and length `distance`, whose chord is
   // distance·sinc(turn / 2) along the mid-arc heading.
-  if (!at_command || v0 > params.slip_threshold_mps) {
-    curvature_1pm = EffectiveCurvature(params, state.steering_rad, v0);
+  // A car standing still (stopped by its brakes, or parked) keeps its pose as it is.
+  if (step.distance_m != 0.0) {
+    if (!at_command || v0 > params.slip_threshold_mps) {
+      curvature_1pm = EffectiveCurvature(params, state.steering_rad, v0);
+    }
+    AdvanceAlongArc(step.distance_m, curvature_1pm, state.pose.x_m, state.pose.y_m,
+                    state.pose.yaw_rad, state.cos_yaw, state.sin_yaw);
   }
-  AdvanceAlongArc(step.distance_m, curvature_1pm, state.pose.x_m, state.pose.y_m,
-                  state.pose.yaw_rad, state.cos_yaw, state.sin_yaw);
   state.yaw_rate_radps = curvature_1pm * step.distance_m / dt_s;
   state.acceleration_mps2 = (step.speed_mps - v0) / dt_s;
   state.speed_mps = step.speed_mps;
