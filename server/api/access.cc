@@ -93,7 +93,7 @@ std::string Caller::token_id() const {
 }
 
 absl::StatusOr<Caller> Access::Authenticate(const grpc::ServerContextBase& context) const {
-  if (options_.mode == AuthMode::kNone) return Caller{.peer_host = PeerHost(context.peer())};
+  if (options_.mode == AuthMode::kNone) return Caller{};
   ASSIGN_OR_RETURN(const absl::string_view token, TokenOf(context));
   if (!auth::LooksLikeToken(token)) {
     return absl::UnauthenticatedError("authorization: not a Pitlane token");
@@ -112,6 +112,11 @@ bool Access::OwnsThroughTeam(const Caller& caller, absl::string_view session_id)
   absl::MutexLock lock(&mu_);
   const auto it = principal_of_.find(session_id);
   return it != principal_of_.end() && it->second == caller.grant->principal;
+}
+
+Caller Access::WithQuotaIdentity(Caller caller, const grpc::ServerContextBase& context) const {
+  if (options_.mode == AuthMode::kNone) caller.peer_host = PeerHost(context.peer());
+  return caller;
 }
 
 absl::Status Access::Check(const Caller& caller, auth::Need need, absl::string_view session_id,

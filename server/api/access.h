@@ -47,7 +47,8 @@ struct Caller {
   std::shared_ptr<const auth::Grant> grant;
   // The digest of the token it showed; nullopt with --auth=none.
   std::optional<auth::Digest> digest;
-  // With --auth=none: the peer's host (PeerHost), its quota identity.
+  // With --auth=none: the peer's host (PeerHost), its quota identity. Filled only where a
+  // quota is counted (WithQuotaIdentity), since reading the peer costs every call.
   std::string peer_host;
 
   // Whose quota its sessions count against; empty if not limited (an admin, a loopback peer).
@@ -66,9 +67,11 @@ class Access {
   auth::TokenStore& tokens() { return tokens_; }
   const auth::TokenStore& tokens() const { return tokens_; }
 
-  // The caller of a call, from its `authorization` metadata and peer. Unauthenticated with
+  // The caller of a call, from its `authorization` metadata. Unauthenticated with
   // --auth=token for no token, a malformed, unknown or revoked one (never echoing it).
   absl::StatusOr<Caller> Authenticate(const grpc::ServerContextBase& context) const;
+  // `caller` with what its quota is counted by: with --auth=none, its peer's host.
+  Caller WithQuotaIdentity(Caller caller, const grpc::ServerContextBase& context) const;
 
   // Whether `caller` may do what `need` says on `session_id` (and `vehicle_id`, for kDrive).
   // `not_found` is what the caller is told for a session it may not see: the same NotFound

@@ -8,6 +8,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -584,9 +585,10 @@ class PendingStep {
  public:
   // The session's on_done.
   void Deliver(absl::StatusOr<session::StepResult> result);
-  // After StartStep: the result if it came already; else nullopt, and `reactor` answers.
+  // After StartStep: the result if it came already; else nullopt, and the reactor that
+  // `make_reactor` makes answers.
   std::optional<absl::StatusOr<session::StepResult>> TakeOrHandTo(
-      std::shared_ptr<StepReactor> reactor);
+      absl::FunctionRef<std::shared_ptr<StepReactor>()> make_reactor);
 
  private:
   absl::Mutex mu_;
@@ -647,10 +649,10 @@ void PendingStep::Deliver(absl::StatusOr<session::StepResult> result) {
 }
 
 std::optional<absl::StatusOr<session::StepResult>> PendingStep::TakeOrHandTo(
-    std::shared_ptr<StepReactor> reactor) {
+    absl::FunctionRef<std::shared_ptr<StepReactor>()> make_reactor) {
   absl::MutexLock lock(&mu_);
   if (result_.has_value()) return std::exchange(result_, std::nullopt);
-  reactor_ = std::move(reactor);
+  reactor_ = make_reactor();
   return std::nullopt;
 }
 
@@ -669,13 +671,14 @@ grpc::ServerUnaryReactor* SimulatorService::CreateSession(grpc::CallbackServerCo
           "authorization: creating a session needs an owner or admin token; this is a ",
           auth::RoleName(caller.grant->role), " token"));
     }
-    RETURN_IF_ERROR(access_.Reserve(caller));
-    Reservation reservation(access_, caller);  // Given back unless the session takes it.
+    const Caller creator = access_.WithQuotaIdentity(caller, *context);
+    RETURN_IF_ERROR(access_.Reserve(creator));
+    Reservation reservation(access_, creator);  // Given back unless the session takes it.
     ASSIGN_OR_RETURN(const std::shared_ptr<session::Session> session,
-                     CreateFromConfig(request->config(), &caller, &reservation));
+                     CreateFromConfig(request->config(), &creator, &reservation));
     if (access_.mode() == AuthMode::kToken) {
       absl::StatusOr<std::vector<auth::Minted>> owner =
-          access_.Mint(caller, {{.role = auth::Role::kOwner, .session_id = session->id()}},
+          access_.Mint(creator, {{.role = auth::Role::kOwner, .session_id = session->id()}},
                        /*pending=*/false, /*for_new_session=*/true);
       if (!owner.ok()) {
         (void)sessions_.Delete(session->id());
@@ -966,8 +969,11 @@ grpc::ServerUnaryReactor* SimulatorService::Step(grpc::CallbackServerContext* co
         pending->Deliver(std::move(result));
       });
   if (!ticket.ok()) return FinishUnary(context, ticket.status());
-  auto reactor = std::make_shared<StepReactor>(*ticket, raw_response);
-  std::optional<absl::StatusOr<session::StepResult>> done = pending->TakeOrHandTo(reactor);
+  std::shared_ptr<StepReactor> reactor;
+  std::optional<absl::StatusOr<session::StepResult>> done = pending->TakeOrHandTo([&] {
+    reactor = std::make_shared<StepReactor>(*ticket, raw_response);
+    return reactor;
+  });
   if (done.has_value()) {  // It ran here, at once: no reactor of ours is needed.
     return FinishUnary(context, EncodeStepResponse(*std::move(done), raw_response));
   }

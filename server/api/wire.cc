@@ -1,6 +1,8 @@
 #include "server/api/wire.h"
 
 #include <atomic>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -47,17 +49,32 @@ std::string InvalidUtf8Field(const std::string& complaints) {
 void InstallProtobufLogHandler() { google::protobuf::SetLogHandler(&LogProtobuf); }
 
 absl::Status ParseRequest(const grpc::ByteBuffer& raw, google::protobuf::Message& out) {
-  std::string bytes;
-  std::vector<grpc::Slice> slices;
-  if (raw.Dump(&slices).ok()) {
-    bytes.reserve(raw.Length());
-    for (const grpc::Slice& slice : slices) {
-      bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  // A small request comes in one slice, parsed where it lies; a larger one is joined first.
+  grpc::Slice single;
+  std::string joined;
+  const char* data = nullptr;
+  std::size_t size = 0;
+  if (raw.TrySingleSlice(&single).ok()) {
+    data = reinterpret_cast<const char*>(single.begin());
+    size = single.size();
+  } else {
+    std::vector<grpc::Slice> slices;
+    if (raw.Dump(&slices).ok()) {
+      joined.reserve(raw.Length());
+      for (const grpc::Slice& slice : slices) {
+        joined.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+      }
     }
+    data = joined.data();
+    size = joined.size();
+  }
+  if (size > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request: not a valid ", out.GetDescriptor()->full_name()));
   }
   std::string complaints;
   parse_complaints = &complaints;
-  const bool parsed = out.ParseFromString(bytes);
+  const bool parsed = out.ParseFromArray(data, static_cast<int>(size));
   parse_complaints = nullptr;
   if (parsed) return absl::OkStatus();
   const std::string field = InvalidUtf8Field(complaints);
@@ -75,8 +92,10 @@ absl::Status ParseRequest(const grpc::ByteBuffer& raw, google::protobuf::Message
 }
 
 grpc::ByteBuffer SerializeMessage(const google::protobuf::Message& message) {
-  const std::string bytes = message.SerializeAsString();
-  grpc::Slice slice(bytes);
+  // Straight into gRPC's own buffer: no string to copy from.
+  const std::size_t size = message.ByteSizeLong();
+  grpc::Slice slice(size);
+  message.SerializeWithCachedSizesToArray(const_cast<std::uint8_t*>(slice.begin()));
   return grpc::ByteBuffer(&slice, 1);
 }
 

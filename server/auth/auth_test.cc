@@ -1,3 +1,8 @@
+#include <openssl/evp.h>
+
+#include <array>
+#include <cstdint>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -5,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/auth/permissions.h"
+#include "server/auth/sha256.h"
 #include "server/auth/tokens.h"
 
 namespace pitlane::auth {
@@ -56,6 +62,28 @@ TEST(Tokens, DigestIsSha256) {
   Digest other = expected;
   other[31] ^= 1;
   EXPECT_FALSE(SameDigest(digest, other));
+}
+
+// Our SHA-256 against OpenSSL's, on every length from 0 to 300 bytes (one and two padding
+// blocks, block boundaries) with seeded pseudo-random content, and FIPS 180-2's two-block
+// example.
+TEST(Sha256, MatchesOpenSslAndTheFipsExamples) {
+  std::mt19937_64 random(180);
+  std::string message;
+  for (std::size_t length = 0; length <= 300; ++length) {
+    std::array<std::uint8_t, 32> expected;
+    unsigned int size = 0;
+    ASSERT_EQ(EVP_Digest(message.data(), message.size(), expected.data(), &size, EVP_sha256(),
+                         nullptr),
+              1);
+    EXPECT_EQ(Sha256(message), expected) << "length " << length;
+    message.push_back(static_cast<char>(random()));
+  }
+  const std::array<std::uint8_t, 32> two_blocks = {
+      0x24, 0x8d, 0x6a, 0x61, 0xd2, 0x06, 0x38, 0xb8, 0xe5, 0xc0, 0x26,
+      0x93, 0x0c, 0x3e, 0x60, 0x39, 0xa3, 0x3c, 0xe4, 0x59, 0x64, 0xff,
+      0x21, 0x67, 0xf6, 0xec, 0xed, 0xd4, 0x19, 0xdb, 0x06, 0xc1};
+  EXPECT_EQ(Sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"), two_blocks);
 }
 
 TEST(TokenStore, ChecksRevokesAndNeverEchoesATokenInItsErrors) {
