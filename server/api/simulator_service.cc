@@ -609,19 +609,10 @@ class StepReactor final : public grpc::ServerUnaryReactor {
   // Takes ownership of itself until gRPC calls OnDone.
   void Own(std::shared_ptr<StepReactor> self) { self_ = std::move(self); }
 
-  void OnCancel() override {
-    absl::MutexLock lock(&mu_);
-    if (ticket_ != nullptr) ticket_->Cancel();
-  }
+  // gRPC calls OnCancel at most once, before OnDone, and OnDone after every other callback.
+  void OnCancel() override { ticket_->Cancel(); }
 
-  void OnDone() override {
-    std::shared_ptr<session::StepTicket> ticket;
-    {
-      absl::MutexLock lock(&mu_);
-      ticket = std::move(ticket_);
-    }
-    self_.reset();  // May destroy this object: nothing may follow.
-  }
+  void OnDone() override { self_.reset(); }  // May destroy this object: nothing may follow.
 
   // On a worker: the response is made there, off gRPC's threads.
   void Done(absl::StatusOr<session::StepResult> result) {
@@ -631,8 +622,7 @@ class StepReactor final : public grpc::ServerUnaryReactor {
  private:
   grpc::ByteBuffer* const response_;
   std::shared_ptr<StepReactor> self_;
-  absl::Mutex mu_;
-  std::shared_ptr<session::StepTicket> ticket_ ABSL_GUARDED_BY(mu_);
+  const std::shared_ptr<session::StepTicket> ticket_;
 };
 
 void PendingStep::Deliver(absl::StatusOr<session::StepResult> result) {
@@ -951,35 +941,38 @@ grpc::ServerUnaryReactor* SimulatorService::SetControls(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* SimulatorService::Step(grpc::CallbackServerContext* context,
                                                  const grpc::ByteBuffer* raw_request,
                                                  grpc::ByteBuffer* raw_response) {
-  absl::StatusOr<Caller> caller = access_.Authenticate(*context);
-  if (!caller.ok()) return FinishUnary(context, caller.status());
-  v1::StepRequest request;
-  if (absl::Status parsed = ParseRequest(*raw_request, request); !parsed.ok()) {
-    return FinishUnary(context, parsed);
-  }
-  absl::StatusOr<std::shared_ptr<session::Session>> session =
-      Authorized(*caller, auth::Need::kOwn, request.session_id());
-  if (!session.ok()) return FinishUnary(context, session.status());
-  std::optional<std::uint64_t> expected_tick;
-  if (request.has_expected_tick()) expected_tick = request.expected_tick();
-  auto pending = std::make_shared<PendingStep>();
-  absl::StatusOr<std::shared_ptr<session::StepTicket>> ticket = (*session)->StartStep(
-      request.ticks(), expected_tick,
-      [pending](absl::StatusOr<session::StepResult> result) {
-        pending->Deliver(std::move(result));
-      });
-  if (!ticket.ok()) return FinishUnary(context, ticket.status());
-  std::shared_ptr<StepReactor> reactor;
-  std::optional<absl::StatusOr<session::StepResult>> done = pending->TakeOrHandTo([&] {
-    reactor = std::make_shared<StepReactor>(*ticket, raw_response);
-    return reactor;
+  // An exception (memory running out) ends this call alone, and a Step it interrupted is
+  // cancelled (its ticks stop between two ticks).
+  std::shared_ptr<session::StepTicket> started;
+  StepReactor* answering = nullptr;
+  const absl::Status status = Guarded([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const Caller caller, access_.Authenticate(*context));
+    v1::StepRequest request;
+    RETURN_IF_ERROR(ParseRequest(*raw_request, request));
+    ASSIGN_OR_RETURN(const std::shared_ptr<session::Session> session,
+                     Authorized(caller, auth::Need::kOwn, request.session_id()));
+    std::optional<std::uint64_t> expected_tick;
+    if (request.has_expected_tick()) expected_tick = request.expected_tick();
+    auto pending = std::make_shared<PendingStep>();
+    ASSIGN_OR_RETURN(started, session->StartStep(request.ticks(), expected_tick,
+                                                 [pending](absl::StatusOr<session::StepResult> r) {
+                                                   pending->Deliver(std::move(r));
+                                                 }));
+    std::shared_ptr<StepReactor> reactor;
+    std::optional<absl::StatusOr<session::StepResult>> done = pending->TakeOrHandTo([&] {
+      reactor = std::make_shared<StepReactor>(started, raw_response);
+      return reactor;
+    });
+    if (done.has_value()) {  // It ran here, at once: no reactor of ours is needed.
+      return EncodeStepResponse(*std::move(done), raw_response);
+    }
+    answering = reactor.get();
+    answering->Own(std::move(reactor));
+    return absl::OkStatus();
   });
-  if (done.has_value()) {  // It ran here, at once: no reactor of ours is needed.
-    return FinishUnary(context, EncodeStepResponse(*std::move(done), raw_response));
-  }
-  StepReactor* const answering = reactor.get();
-  answering->Own(std::move(reactor));
-  return answering;
+  if (answering != nullptr) return answering;
+  if (!status.ok() && started != nullptr) started->Cancel();
+  return FinishUnary(context, status);
 }
 
 grpc::ServerUnaryReactor* SimulatorService::SetClock(grpc::CallbackServerContext* context,

@@ -1,5 +1,7 @@
 #include "server/auth/sha256.h"
 
+#include <openssl/crypto.h>
+
 #include <bit>
 #include <cstring>
 
@@ -50,6 +52,7 @@ void Compress(std::uint32_t state[8], const std::uint8_t block[64]) {
     b = a;
     a = t1 + t2;
   }
+  OPENSSL_cleanse(w, sizeof(w));  // The message schedule is the block itself, stretched.
   state[0] += a;
   state[1] += b;
   state[2] += c;
@@ -72,13 +75,14 @@ std::array<std::uint8_t, 32> Sha256(absl::string_view message) {
   // The padding: a 1 bit, zeros, and the message's length in bits (64 bits, big-endian), in
   // one block or two.
   std::uint8_t tail[128] = {};
-  std::memcpy(tail, bytes, left);
+  if (left > 0) std::memcpy(tail, bytes, left);
   tail[left] = 0x80;
   const std::size_t tail_size = left + 1 + 8 <= 64 ? 64 : 128;
   const std::uint64_t bits = static_cast<std::uint64_t>(message.size()) * 8;
   for (int i = 0; i < 8; ++i) tail[tail_size - 1 - i] = static_cast<std::uint8_t>(bits >> (8 * i));
   Compress(state, tail);
   if (tail_size == 128) Compress(state, tail + 64);
+  OPENSSL_cleanse(tail, sizeof(tail));  // It held the end of a token.
   std::array<std::uint8_t, 32> digest;
   for (int i = 0; i < 8; ++i) {
     digest[4 * i] = static_cast<std::uint8_t>(state[i] >> 24);

@@ -1,10 +1,17 @@
 #include "server/session/scheduler.h"
 
+#include <limits>
 #include <utility>
 
 #include "absl/time/time.h"
 
 namespace pitlane::session {
+namespace {
+
+// An idle worker's wake-up time when the queue is empty.
+constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+
+}  // namespace
 
 Scheduler::Scheduler(const Clock* clock, int threads) : clock_(clock) {
   workers_.reserve(threads);
@@ -40,10 +47,14 @@ void Scheduler::PushLocked(Slot& slot, const ScheduledJob* job, std::int64_t whe
     }
     queue_ = decltype(queue_)(std::greater<Entry>(), std::move(live));
   }
-  // Idle workers sleep until the earliest entry is due: only a new earliest one changes that.
-  // (A later one would wake a worker for nothing: a REALTIME or BARRIER session reschedules
-  // itself every tick, thousands of times a second.)
-  if (queue_.top().generation == slot.generation) wake_.Signal();
+  WakeIfLateLocked();
+}
+
+void Scheduler::WakeIfLateLocked() {
+  if (!sleeping_until_ns_.empty() && !queue_.empty() &&
+      queue_.top().when_ns < *sleeping_until_ns_.begin()) {
+    wake_.Signal();
+  }
 }
 
 void Scheduler::Schedule(std::shared_ptr<ScheduledJob> job, std::int64_t when_ns) {
@@ -168,19 +179,21 @@ void Scheduler::WorkerLoop() {
     const std::int64_t now_ns = clock_->NowNanos();
     std::shared_ptr<ScheduledJob> job = TakeDueLocked(now_ns);
     if (job != nullptr) {
-      // Another entry due already (pushed while the woken worker was on its way, so it did not
-      // signal: it was not the earliest): wake another worker for it.
-      if (!queue_.empty() && queue_.top().when_ns <= now_ns) wake_.Signal();
+      // Busy from now on: an idle one must wait for what is next, not for what it waited for.
+      WakeIfLateLocked();
       mu_.Unlock();
       RunOne(std::move(job));
       mu_.Lock();
       continue;
     }
+    const std::int64_t until_ns = queue_.empty() ? kNever : queue_.top().when_ns;
+    const auto sleeping = sleeping_until_ns_.insert(until_ns);
     if (queue_.empty()) {
       wake_.Wait(&mu_);
     } else {
-      wake_.WaitWithTimeout(&mu_, absl::Nanoseconds(queue_.top().when_ns - now_ns));
+      wake_.WaitWithTimeout(&mu_, absl::Nanoseconds(until_ns - now_ns));
     }
+    sleeping_until_ns_.erase(sleeping);
   }
 }
 

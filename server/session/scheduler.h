@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <queue>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -94,12 +95,20 @@ class Scheduler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Clock* const clock_;
+  // Wakes one idle worker if the earliest entry is due before every idle worker would wake by
+  // itself: so an idle worker always waits for at most the earliest entry, without a wake-up
+  // for every entry pushed behind it (a paced session pushes one every tick).
+  void WakeIfLateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable absl::Mutex mu_;
   absl::CondVar wake_;
   absl::CondVar run_ended_;  // Signalled whenever a run ends.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue_ ABSL_GUARDED_BY(mu_);
+  // When each idle worker wakes by itself (kNever: only when signalled). Kept so that a worker
+  // is woken only when the queue needs one sooner than that (WakeIfLateLocked).
+  std::multiset<std::int64_t> sleeping_until_ns_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<const ScheduledJob*, Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> workers_;
 };

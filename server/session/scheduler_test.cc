@@ -102,6 +102,41 @@ TEST(Scheduler, WorkersRunDueJobs) {
   EXPECT_TRUE(job->done.WaitForNotificationWithTimeout(absl::Seconds(10)));
 }
 
+// With two workers, a job due while the other worker is busy runs on the idle one, even when
+// it was queued behind an earlier job while both workers slept (so that nobody was woken for
+// it then): A (due in 5 ms) holds its worker until B (due in 10 ms) has run.
+TEST(Scheduler, AnIdleWorkerTakesWhatFallsDueWhileTheOtherIsBusy) {
+  class Job final : public ScheduledJob {
+   public:
+    explicit Job(absl::Notification* wait_for) : wait_for_(wait_for) {}
+    std::optional<std::int64_t> RunScheduled(std::int64_t) override {
+      started.Notify();
+      if (wait_for_ != nullptr) released = wait_for_->WaitForNotificationWithTimeout(absl::Seconds(5));
+      return std::nullopt;
+    }
+    absl::Notification started;
+    bool released = false;
+
+   private:
+    absl::Notification* const wait_for_;
+  };
+  SteadyClock clock;
+  Scheduler scheduler(&clock, 2);
+  auto far = std::make_shared<Job>(nullptr);
+  scheduler.Schedule(far, clock.NowNanos() + 60'000 * kMs);
+  absl::SleepFor(absl::Milliseconds(50));  // Both workers asleep until `far`.
+  auto b = std::make_shared<Job>(nullptr);
+  auto a = std::make_shared<Job>(&b->started);
+  const std::int64_t now_ns = clock.NowNanos();
+  scheduler.Schedule(a, now_ns + 5 * kMs);
+  scheduler.Schedule(b, now_ns + 10 * kMs);
+  ASSERT_TRUE(a->started.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(b->started.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  scheduler.CancelAndWait(a.get());
+  EXPECT_TRUE(a->released);  // B started while A still held its worker.
+  scheduler.Cancel(far.get());
+}
+
 // CancelAndWait returns only once a run in progress on a worker has ended, and the job does
 // not run again.
 TEST(Scheduler, CancelAndWaitWaitsForTheRunInProgress) {

@@ -239,7 +239,8 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
 
   // Queues a Step of `ticks` ticks on the session's workers and returns at once (a cheap
   // Step with nothing queued before it runs at once, on the caller's thread: see
-  // kInlineBudget_ns); `on_done` is called exactly once, on a worker, in this call or in
+  // kInlineBudget_ns); `on_done` is called exactly once: in this call (on the caller's thread,
+  // for a Step that ran at once), on a worker, or in
   // Close, with the frame after the last tick and the events of the ticks stepped, or with an
   // error: ResourceExhausted if a tick ran out of memory (the session is stopped); Aborted if `expected_tick` is set and
   // differs from the tick when the Step starts (nothing is stepped); Cancelled if the ticket
