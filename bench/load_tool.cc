@@ -230,7 +230,8 @@ class ChildServer {
       return absl::NotFoundError(
           absl::StrCat("server binary ", binary, " not found (build it or set --server_binary)"));
     }
-    std::vector<std::string> args = {binary, "--listen=127.0.0.1:0", "--log_level=warn"};
+    std::vector<std::string> args = {binary, "--listen=127.0.0.1:0", "--http_listen=",
+                                     "--log_level=warn"};
     args.insert(args.end(), flags.begin(), flags.end());
     std::vector<char*> argv;
     for (std::string& arg : args) argv.push_back(arg.data());

@@ -7,6 +7,8 @@ packages=(
   cmake ninja-build g++ pkg-config ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
+  # The HTTP endpoint (server/web) and the check of its /metrics in the tests (promtool).
+  libcivetweb-dev prometheus
   python3 python3-grpcio python3-protobuf python3-pytest
   # Sanitizer builds and fuzzers (scripts/check-sanitizers.sh, scripts/fuzz.sh): clang 14,
   # its sanitizer and libFuzzer runtimes, llvm-symbolizer for readable reports.

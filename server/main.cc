@@ -36,6 +36,12 @@
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "host:port for gRPC. Port 0 picks a free port. Use 0.0.0.0:50051 to accept remote "
           "clients (e.g. a classroom or a container).");
+ABSL_FLAG(std::string, http_listen, "127.0.0.1:8080",
+          "host:port of the HTTP endpoint: /healthz, /readyz and /metrics (Prometheus; with "
+          "tokens on it needs the admin token). Port 0 picks a free port; empty turns it off.");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "host:port serving /metrics alone, to whoever can reach it (for a Prometheus on a "
+          "network of its own). Empty: none.");
 ABSL_FLAG(std::int64_t, max_sessions, 256, "Most sessions alive at once; 1..100000.");
 ABSL_FLAG(std::int64_t, max_vehicles_per_session, 100000,
           "Most vehicles in one session: the default and the cap of a session's max_vehicles; "
@@ -116,6 +122,8 @@ constexpr absl::string_view kUsage =
 // Pitlane's own flags, in the order --help lists them.
 std::vector<const absl::CommandLineFlag*> PitlaneFlags() {
   return {&absl::GetFlagReflectionHandle(FLAGS_listen),
+          &absl::GetFlagReflectionHandle(FLAGS_http_listen),
+          &absl::GetFlagReflectionHandle(FLAGS_metrics_listen),
           &absl::GetFlagReflectionHandle(FLAGS_max_sessions),
           &absl::GetFlagReflectionHandle(FLAGS_max_vehicles_per_session),
           &absl::GetFlagReflectionHandle(FLAGS_max_ticks_per_step),
@@ -172,6 +180,8 @@ void PrintHelp() {
 pitlane::app::FlagValues ReadFlags() {
   return {
       .listen = absl::GetFlag(FLAGS_listen),
+      .http_listen = absl::GetFlag(FLAGS_http_listen),
+      .metrics_listen = absl::GetFlag(FLAGS_metrics_listen),
       .max_sessions = absl::GetFlag(FLAGS_max_sessions),
       .max_vehicles_per_session = absl::GetFlag(FLAGS_max_vehicles_per_session),
       .max_ticks_per_step = absl::GetFlag(FLAGS_max_ticks_per_step),
@@ -281,7 +291,8 @@ int main(int argc, char** argv) {
       startup->tls ? "TLS" : "plaintext");
   // Plain stdout, for people and for scripts that wait for the port.
   std::fputs(pitlane::app::Banner((*server)->address(), HostName(), options.startup_scenario,
-                                  (*server)->startup_session_id())
+                                  (*server)->startup_session_id(), (*server)->http_address(),
+                                  (*server)->metrics_address())
                  .c_str(),
              stdout);
   if (startup->admin_token_generated) {

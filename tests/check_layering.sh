@@ -5,6 +5,7 @@
 #                   engines, never clocks);
 #   server/session  no gRPC or protobuf, nothing above it;
 #   server/api      nothing above it (server/web beside it, server/app above both);
+#   server/web      no gRPC or protobuf, not the gRPC layer beside it, nothing above it;
 #   server/auth     tokens and roles: util, Abseil and OpenSSL only;
 #   server/util     Abseil only.
 # And that no non-test file of server/sim calls a libm transcendental (World::StateHash is
@@ -35,6 +36,9 @@ check server/session 'grpc|google/protobuf|pitlane/v1|server/(api|web|app|auth)'
 check server/auth 'grpc|google/protobuf|pitlane/v1|spdlog|server/(sim|session|api|web|app)' \
   'gRPC, protobuf, spdlog (tokens are never logged), the simulation or the layers above it'
 check server/api 'server/(web|app)' 'the web endpoint or the app wiring' \
+  --include='*.h' --include='*.cc' --exclude='*_test.cc'
+check server/web 'grpc|google/protobuf|pitlane/v1|server/(api|app)' \
+  'gRPC, protobuf, the gRPC layer beside it or the app wiring' \
   --include='*.h' --include='*.cc' --exclude='*_test.cc'
 
 # The libm ban: exp, log, pow, the trig and hyperbolic functions and their kin, qualified

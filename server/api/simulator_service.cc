@@ -11,10 +11,12 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "server/api/audit.h"
 #include "server/api/convert.h"
 #include "server/api/grpc_status.h"
+#include "server/api/rpc_counts.h"
 #include "server/api/scenarios.h"
 #include "server/api/wire.h"
 #include "server/util/field_checks.h"
@@ -36,11 +38,23 @@ std::string By(const Caller& caller) {
   return absl::StrCat(auth::RoleName(caller.grant->role), " ", caller.token_id());
 }
 
+// Ends a unary call of `method` through gRPC's default reactor, and counts it.
 grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
-                                      const absl::Status& status) {
+                                      const absl::Status& status, RpcCounts& rpcs,
+                                      absl::string_view method) {
+  grpc::Status finished = ToGrpcStatus(status);
+  rpcs.Count(method, finished.error_code());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
+  reactor->Finish(std::move(finished));
   return reactor;
+}
+
+// "Step" for StepRequest: the method a request type belongs to, in storage that lasts.
+template <typename Request>
+absl::string_view MethodOf() {
+  static const std::string* const method = new std::string(
+      absl::StripSuffix(Request::descriptor()->name(), "Request"));
+  return *method;
 }
 
 // A unary call: parses the request, runs `handler(request, response)` (an exception ends this
@@ -49,7 +63,7 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
 template <typename Request, typename Response, typename Handler>
 grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, const grpc::ByteBuffer& raw,
                                 grpc::ByteBuffer* raw_response, const Access& access,
-                                Handler&& handler,
+                                RpcCounts& rpcs, Handler&& handler,
                                 std::optional<HeavyReads::Slot>* held = nullptr) {
   const absl::Status status = Guarded([&]() -> absl::Status {
     ASSIGN_OR_RETURN(const Caller caller, access.Authenticate(*context));
@@ -67,7 +81,7 @@ grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, const grpc
                         : SerializeMessage(response);
     return absl::OkStatus();
   });
-  return FinishUnary(context, status);
+  return FinishUnary(context, status, rpcs, MethodOf<Request>());
 }
 
 // The wire encoding of one StreamStatesResponse without copying the state: `state_bytes`
@@ -251,6 +265,7 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finishing_) return;
     finishing_ = true;
+    service_.rpcs().Count("StreamStates", status.error_code());
     Finish(std::move(status));
   }
 
@@ -532,6 +547,7 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finishing_) return;
     finishing_ = true;
+    service_.rpcs().Count("Drive", status.error_code());
     Finish(std::move(status));
   }
 
@@ -603,8 +619,9 @@ class PendingStep {
 // the other's use of it.
 class StepReactor final : public grpc::ServerUnaryReactor {
  public:
-  StepReactor(std::shared_ptr<session::StepTicket> ticket, grpc::ByteBuffer* response)
-      : response_(response), ticket_(std::move(ticket)) {}
+  StepReactor(std::shared_ptr<session::StepTicket> ticket, grpc::ByteBuffer* response,
+              RpcCounts& rpcs)
+      : response_(response), rpcs_(rpcs), ticket_(std::move(ticket)) {}
 
   // Takes ownership of itself until gRPC calls OnDone.
   void Own(std::shared_ptr<StepReactor> self) { self_ = std::move(self); }
@@ -616,11 +633,14 @@ class StepReactor final : public grpc::ServerUnaryReactor {
 
   // On a worker: the response is made there, off gRPC's threads.
   void Done(absl::StatusOr<session::StepResult> result) {
-    Finish(ToGrpcStatus(EncodeStepResponse(std::move(result), response_)));
+    grpc::Status finished = ToGrpcStatus(EncodeStepResponse(std::move(result), response_));
+    rpcs_.Count("Step", finished.error_code());
+    Finish(std::move(finished));
   }
 
  private:
   grpc::ByteBuffer* const response_;
+  RpcCounts& rpcs_;
   std::shared_ptr<StepReactor> self_;
   const std::shared_ptr<session::StepTicket> ticket_;
 };
@@ -651,7 +671,7 @@ std::optional<absl::StatusOr<session::StepResult>> PendingStep::TakeOrHandTo(
 grpc::ServerUnaryReactor* SimulatorService::CreateSession(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::CreateSessionRequest, v1::CreateSessionResponse>(
-      context, *raw_request, raw_response, access_,
+      context, *raw_request, raw_response, access_, rpcs_,
       [&](const Caller& caller, const v1::CreateSessionRequest* request, v1::CreateSessionResponse* response) -> absl::Status {
     // A viewer or driver token is handed to others (spectators, a teammate): it may not
     // create sessions, which would count against its owner's quota out of the owner's reach.
@@ -719,7 +739,7 @@ absl::StatusOr<std::shared_ptr<session::Session>> SimulatorService::CreateFromCo
 grpc::ServerUnaryReactor* SimulatorService::ResetSession(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::ResetSessionRequest, v1::ResetSessionResponse>(
-      context, *raw_request, raw_response, access_,
+      context, *raw_request, raw_response, access_, rpcs_,
       [&](const Caller& caller, const v1::ResetSessionRequest* request, v1::ResetSessionResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session,
                      Authorized(caller, auth::Need::kOwn, request->session_id()));
@@ -742,7 +762,7 @@ grpc::ServerUnaryReactor* SimulatorService::GetSession(grpc::CallbackServerConte
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   std::optional<HeavyReads::Slot> slot;  // Then held by the response's bytes until sent.
   return Unary<v1::GetSessionRequest, v1::GetSessionResponse>(
-      context, *raw_request, raw_response, access_,
+      context, *raw_request, raw_response, access_, rpcs_,
       [&](const Caller& caller, const v1::GetSessionRequest* request, v1::GetSessionResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session,
                      Authorized(caller, auth::Need::kRead, request->session_id()));
@@ -760,7 +780,7 @@ grpc::ServerUnaryReactor* SimulatorService::GetSession(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* SimulatorService::ListSessions(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::ListSessionsRequest, v1::ListSessionsResponse>(
-      context, *raw_request, raw_response, access_,
+      context, *raw_request, raw_response, access_, rpcs_,
       [&](const Caller& caller, const v1::ListSessionsRequest* /*request*/, v1::ListSessionsResponse* response) {
         for (const auto& session : sessions_.List()) {
           if (!access_.MaySee(caller, session->id())) continue;
@@ -773,7 +793,7 @@ grpc::ServerUnaryReactor* SimulatorService::ListSessions(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* SimulatorService::DeleteSession(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::DeleteSessionRequest, v1::DeleteSessionResponse>(
-      context, *raw_request, raw_response, access_,
+      context, *raw_request, raw_response, access_, rpcs_,
       [&](const Caller& caller, const v1::DeleteSessionRequest* request, v1::DeleteSessionResponse* response) -> absl::Status {
     RETURN_IF_ERROR(Authorized(caller, auth::Need::kOwn, request->session_id()).status());
     ASSIGN_OR_RETURN(const session::SimTime time, sessions_.Delete(request->session_id()));
@@ -790,7 +810,7 @@ grpc::ServerUnaryReactor* SimulatorService::DeleteSession(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* SimulatorService::SpawnVehicle(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::SpawnVehicleRequest, v1::SpawnVehicleResponse>(
-      context, *raw_request, raw_response, access_,
+      context, *raw_request, raw_response, access_, rpcs_,
       [&](const Caller& caller, const v1::SpawnVehicleRequest* request, v1::SpawnVehicleResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session,
                      Authorized(caller, auth::Need::kOwn, request->session_id()));
@@ -846,7 +866,7 @@ grpc::ServerUnaryReactor* SimulatorService::SpawnVehicle(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* SimulatorService::RemoveVehicle(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::RemoveVehicleRequest, v1::RemoveVehicleResponse>(
-      context, *raw_request, raw_response, access_,
+      context, *raw_request, raw_response, access_, rpcs_,
       [&](const Caller& caller, const v1::RemoveVehicleRequest* request, v1::RemoveVehicleResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session,
                      Authorized(caller, auth::Need::kOwn, request->session_id()));
@@ -862,7 +882,7 @@ grpc::ServerUnaryReactor* SimulatorService::RemoveVehicle(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* SimulatorService::AddObstacle(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::AddObstacleRequest, v1::AddObstacleResponse>(
-      context, *raw_request, raw_response, access_,
+      context, *raw_request, raw_response, access_, rpcs_,
       [&](const Caller& caller, const v1::AddObstacleRequest* request, v1::AddObstacleResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session,
                      Authorized(caller, auth::Need::kOwn, request->session_id()));
@@ -892,7 +912,7 @@ grpc::ServerUnaryReactor* SimulatorService::AddObstacle(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* SimulatorService::RemoveObstacle(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::RemoveObstacleRequest, v1::RemoveObstacleResponse>(
-      context, *raw_request, raw_response, access_,
+      context, *raw_request, raw_response, access_, rpcs_,
       [&](const Caller& caller, const v1::RemoveObstacleRequest* request, v1::RemoveObstacleResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session,
                      Authorized(caller, auth::Need::kOwn, request->session_id()));
@@ -907,7 +927,7 @@ grpc::ServerUnaryReactor* SimulatorService::RemoveObstacle(grpc::CallbackServerC
 grpc::ServerUnaryReactor* SimulatorService::SetControls(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::SetControlsRequest, v1::SetControlsResponse>(
-      context, *raw_request, raw_response, access_,
+      context, *raw_request, raw_response, access_, rpcs_,
       [&](const Caller& caller, const v1::SetControlsRequest* request, v1::SetControlsResponse* response) -> absl::Status {
     // A driver sets its own vehicle's controls only; an owner any.
     std::optional<std::uint64_t> first_vehicle;
@@ -960,7 +980,7 @@ grpc::ServerUnaryReactor* SimulatorService::Step(grpc::CallbackServerContext* co
                                                  }));
     std::shared_ptr<StepReactor> reactor;
     std::optional<absl::StatusOr<session::StepResult>> done = pending->TakeOrHandTo([&] {
-      reactor = std::make_shared<StepReactor>(started, raw_response);
+      reactor = std::make_shared<StepReactor>(started, raw_response, rpcs_);
       return reactor;
     });
     if (done.has_value()) {  // It ran here, at once: no reactor of ours is needed.
@@ -972,13 +992,13 @@ grpc::ServerUnaryReactor* SimulatorService::Step(grpc::CallbackServerContext* co
   });
   if (answering != nullptr) return answering;
   if (!status.ok() && started != nullptr) started->Cancel();
-  return FinishUnary(context, status);
+  return FinishUnary(context, status, rpcs_, "Step");
 }
 
 grpc::ServerUnaryReactor* SimulatorService::SetClock(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::SetClockRequest, v1::SetClockResponse>(
-      context, *raw_request, raw_response, access_,
+      context, *raw_request, raw_response, access_, rpcs_,
       [&](const Caller& caller, const v1::SetClockRequest* request, v1::SetClockResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session,
                      Authorized(caller, auth::Need::kOwn, request->session_id()));
@@ -1009,7 +1029,7 @@ grpc::ServerUnaryReactor* SimulatorService::GetState(grpc::CallbackServerContext
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   std::optional<HeavyReads::Slot> slot;  // Then held by the response's bytes until sent.
   return Unary<v1::GetStateRequest, v1::GetStateResponse>(
-      context, *raw_request, raw_response, access_,
+      context, *raw_request, raw_response, access_, rpcs_,
       [&](const Caller& caller, const v1::GetStateRequest* request, v1::GetStateResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session,
                      Authorized(caller, auth::Need::kRead, request->session_id()));
@@ -1032,32 +1052,36 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* SimulatorService::StreamStates(
   // A reactor that only reports an error.
   class Failed : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
    public:
-    explicit Failed(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+    Failed(const absl::Status& status, RpcCounts& rpcs) {
+      grpc::Status finished = ToGrpcStatus(status);
+      rpcs.Count("StreamStates", finished.error_code());
+      Finish(std::move(finished));
+    }
     void OnDone() override { delete this; }
   };
   absl::StatusOr<Caller> caller = access_.Authenticate(*context);
-  if (!caller.ok()) return new Failed(caller.status());
+  if (!caller.ok()) return new Failed(caller.status(), rpcs_);
   v1::StreamStatesRequest request;
   if (absl::Status parsed = ParseRequest(*raw_request, request); !parsed.ok()) {
-    return new Failed(parsed);
+    return new Failed(parsed, rpcs_);
   }
   session::SubscriberOptions options;
   if (request.has_every_n_ticks()) {
     if (request.every_n_ticks() < 1) {
-      return new Failed(absl::InvalidArgumentError("every_n_ticks: must be >= 1, got 0"));
+      return new Failed(absl::InvalidArgumentError("every_n_ticks: must be >= 1, got 0"), rpcs_);
     }
     options.every_n_ticks = request.every_n_ticks();
   }
   if (request.has_max_rate_hz()) {
     if (absl::Status status = CheckPositive("max_rate_hz", request.max_rate_hz(), 1e9);
         !status.ok()) {
-      return new Failed(status);
+      return new Failed(status, rpcs_);
     }
     options.max_rate_hz = request.max_rate_hz();
   }
   if (request.vehicle_ids_size() > 100000) {
     return new Failed(absl::InvalidArgumentError(absl::StrCat(
-        "vehicle_ids: at most 100000, got ", request.vehicle_ids_size())));
+        "vehicle_ids: at most 100000, got ", request.vehicle_ids_size())), rpcs_);
   }
   options.vehicle_ids.assign(request.vehicle_ids().begin(), request.vehicle_ids().end());
   std::sort(options.vehicle_ids.begin(), options.vehicle_ids.end());
@@ -1065,7 +1089,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* SimulatorService::StreamStates(
                             options.vehicle_ids.end());
   absl::StatusOr<std::shared_ptr<session::Session>> session =
       Authorized(*caller, auth::Need::kRead, request.session_id());
-  if (!session.ok()) return new Failed(session.status());
+  if (!session.ok()) return new Failed(session.status(), rpcs_);
   std::shared_ptr<FrameEncoder> encoder = EncoderFor(**session);
   return StateStreamReactor::Start(*this, *std::move(caller), *std::move(session),
                                    std::move(options), std::move(encoder));
@@ -1164,7 +1188,7 @@ absl::Status CheckTokenId(absl::string_view token_id) {
 grpc::ServerUnaryReactor* SimulatorService::MintToken(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::MintTokenRequest, v1::MintTokenResponse>(
-      context, *raw_request, raw_response, access_,
+      context, *raw_request, raw_response, access_, rpcs_,
       [&](const Caller& caller, const v1::MintTokenRequest* request, v1::MintTokenResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session,
                      Authorized(caller, auth::Need::kOwn, request->session_id()));
@@ -1209,7 +1233,7 @@ grpc::ServerUnaryReactor* SimulatorService::MintToken(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* SimulatorService::RevokeToken(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::RevokeTokenRequest, v1::RevokeTokenResponse>(
-      context, *raw_request, raw_response, access_,
+      context, *raw_request, raw_response, access_, rpcs_,
       [&](const Caller& caller, const v1::RevokeTokenRequest* request, v1::RevokeTokenResponse* /*response*/) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session,
                      Authorized(caller, auth::Need::kOwn, request->session_id()));
@@ -1232,7 +1256,7 @@ grpc::ServerUnaryReactor* SimulatorService::RevokeToken(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* SimulatorService::DetachController(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return Unary<v1::DetachControllerRequest, v1::DetachControllerResponse>(
-      context, *raw_request, raw_response, access_,
+      context, *raw_request, raw_response, access_, rpcs_,
       [&](const Caller& caller, const v1::DetachControllerRequest* request, v1::DetachControllerResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(const auto session,
                      Authorized(caller, auth::Need::kOwn, request->session_id()));

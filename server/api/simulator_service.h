@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "pitlane/v1/simulator.grpc.pb.h"
 #include "server/api/access.h"
+#include "server/api/rpc_counts.h"
 #include "server/api/frame_encoder.h"
 #include "server/api/wire.h"
 #include "server/session/session_manager.h"
@@ -62,12 +63,17 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   // `scenario_dir`: where CreateSession looks for scenarios beside the shipped ones ("" for
   // none).
   // `access` (not owned; null: --auth=none) decides who may do what.
+  // `metrics` (may be null; must outlive the service) counts the calls answered.
   SimulatorService(session::SessionManager& sessions, std::string scenario_dir,
-                   Access* access = nullptr)
+                   Access* access = nullptr, metrics::Registry* metrics = nullptr)
       : owned_access_(access == nullptr ? std::make_unique<Access>(AccessOptions{}) : nullptr),
         access_(access != nullptr ? *access : *owned_access_),
         sessions_(sessions),
-        scenario_dir_(std::move(scenario_dir)) {}
+        scenario_dir_(std::move(scenario_dir)),
+        rpcs_(metrics) {}
+
+  // Calls answered, by method and code.
+  RpcCounts& rpcs() { return rpcs_; }
 
   // A session from a config as CreateSession takes it (the scenario merged in first), admitted
   // (Access::Admit) for `caller` (null: the server's own, counted against no quota), taking
@@ -161,6 +167,7 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   static constexpr std::size_t kContactBytes = 60;
 
   HeavyReads heavy_reads_;
+  RpcCounts rpcs_;
   // The encoder the streams of `session` share.
   std::shared_ptr<FrameEncoder> EncoderFor(const session::Session& session);
 

@@ -21,7 +21,8 @@ ConnectAddresses ConnectAddressesFor(absl::string_view bound_address, absl::stri
 }
 
 std::string Banner(absl::string_view bound_address, absl::string_view host_name,
-                   absl::string_view startup_scenario, absl::string_view startup_session_id) {
+                   absl::string_view startup_scenario, absl::string_view startup_session_id,
+                   absl::string_view http_address, absl::string_view metrics_address) {
   const ConnectAddresses connect = ConnectAddressesFor(bound_address, host_name);
   std::string banner = absl::StrCat("Pitlane listening on ", bound_address, "\n");
   if (!connect.remote.empty()) {
@@ -34,6 +35,14 @@ std::string Banner(absl::string_view bound_address, absl::string_view host_name,
       "  Health:  grpc.health.v1.Health/Check; reflection is on (grpcurl -plaintext %s list)\n"
       "  Stop:    Ctrl-C\n",
       connect.local, connect.local);
+  if (!http_address.empty()) {
+    absl::StrAppend(&banner, "  HTTP:    http://", ConnectAddressesFor(http_address, host_name).local,
+                    "/metrics (Prometheus), /healthz, /readyz\n");
+  }
+  if (!metrics_address.empty()) {
+    absl::StrAppend(&banner, "  Metrics: http://",
+                    ConnectAddressesFor(metrics_address, host_name).local, "/metrics\n");
+  }
   if (!startup_session_id.empty()) {
     absl::StrAppendFormat(&banner,
                           "  Scenario \"%s\" is running as session %s; watch it:\n"

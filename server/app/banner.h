@@ -23,8 +23,11 @@ ConnectAddresses ConnectAddressesFor(absl::string_view bound_address, absl::stri
 // The banner. `host_name` is this machine's name (gethostname; "" if unknown);
 // `startup_scenario` and `startup_session_id` are "" when no --scenario was given. Its first
 // line is "Pitlane listening on <bound_address>", which scripts wait for.
+// `http_address` and `metrics_address` are the bound addresses of the HTTP endpoint and of
+// the metrics-only one ("" when off).
 std::string Banner(absl::string_view bound_address, absl::string_view host_name,
-                   absl::string_view startup_scenario, absl::string_view startup_session_id);
+                   absl::string_view startup_scenario, absl::string_view startup_session_id,
+                   absl::string_view http_address = "", absl::string_view metrics_address = "");
 
 }  // namespace pitlane::app
 

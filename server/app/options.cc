@@ -257,10 +257,10 @@ absl::Status ResolveAuth(const FlagValues& flags, StartupOptions& options) {
 
 }  // namespace
 
-absl::Status CheckListenAddress(absl::string_view address) {
-  const auto invalid = [address](absl::string_view why) {
+absl::Status CheckListenAddress(absl::string_view address, absl::string_view flag) {
+  const auto invalid = [address, flag](absl::string_view why) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--listen: must be host:port with a port in [0, 65535] (e.g. "
+        absl::StrCat("--", flag, ": must be host:port with a port in [0, 65535] (e.g. "
                      "127.0.0.1:50051 or [::1]:50051); ",
                      why, ", got \"", absl::CHexEscape(address), "\""));
   };
@@ -285,6 +285,12 @@ absl::Status CheckListenAddress(absl::string_view address) {
 
 absl::StatusOr<StartupOptions> OptionsFromFlags(const FlagValues& flags, unsigned cpu_cores) {
   RETURN_IF_ERROR(CheckListenAddress(flags.listen));
+  if (!flags.http_listen.empty()) {
+    RETURN_IF_ERROR(CheckListenAddress(flags.http_listen, "http_listen"));
+  }
+  if (!flags.metrics_listen.empty()) {
+    RETURN_IF_ERROR(CheckListenAddress(flags.metrics_listen, "metrics_listen"));
+  }
   RETURN_IF_ERROR(
       CheckFlagRange("max_sessions", flags.max_sessions, kMaxSessionsMin, kMaxSessionsMax));
   RETURN_IF_ERROR(CheckFlagRange("max_vehicles_per_session", flags.max_vehicles_per_session,
@@ -312,6 +318,8 @@ absl::StatusOr<StartupOptions> OptionsFromFlags(const FlagValues& flags, unsigne
 
   ServerOptions& server = options.server;
   server.listen_address = flags.listen;
+  server.http_listen_address = flags.http_listen;
+  server.metrics_listen_address = flags.metrics_listen;
   server.limits = {
       .max_sessions = static_cast<std::uint32_t>(flags.max_sessions),
       .max_vehicles_per_session = static_cast<std::uint32_t>(flags.max_vehicles_per_session),

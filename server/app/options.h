@@ -48,6 +48,8 @@ enum class LogFormat {
 // wrapping.
 struct FlagValues {
   std::string listen = "127.0.0.1:50051";
+  std::string http_listen = "127.0.0.1:8080";  // "" for no HTTP endpoint.
+  std::string metrics_listen;                  // "" for none.
   std::int64_t max_sessions = 256;
   std::int64_t max_vehicles_per_session = 100'000;
   std::int64_t max_ticks_per_step = 10'000;
@@ -102,8 +104,8 @@ struct StartupOptions {
 absl::StatusOr<StartupOptions> OptionsFromFlags(const FlagValues& flags, unsigned cpu_cores);
 
 // Checks that `address` is host:port with a port in [0, 65535] and a non-empty host, an IPv6
-// host in brackets ([::1]:50051). InvalidArgument naming --listen otherwise.
-absl::Status CheckListenAddress(absl::string_view address);
+// host in brackets ([::1]:50051). InvalidArgument naming --`flag` otherwise.
+absl::Status CheckListenAddress(absl::string_view address, absl::string_view flag = "listen");
 
 }  // namespace pitlane::app
 

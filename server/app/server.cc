@@ -1,5 +1,7 @@
 #include "server/app/server.h"
 
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "grpc/grpc.h"
 #include "grpc/health/v1/health.pb.h"
@@ -18,12 +20,15 @@ constexpr int kKeepaliveTimeout_ms = 10'000;
 }  // namespace
 
 Server::Server(const ServerOptions& options)
-    : scheduler_(options.clock != nullptr ? options.clock : &steady_clock_,
+    : session_metrics_(session::SessionMetrics::Register(metrics_)),
+      scheduler_(options.clock != nullptr ? options.clock : &steady_clock_,
                  options.worker_threads),
       access_(options.access),
       sessions_(options.limits, &scheduler_,
-                [this](absl::string_view id) { access_.SessionGone(id); }),
-      service_(sessions_, options.scenario_dir, &access_) {}
+                [this](absl::string_view id) { access_.SessionGone(id); }, &session_metrics_),
+      service_(sessions_, options.scenario_dir, &access_, &metrics_) {
+  sessions_.AddGauges(metrics_);
+}
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const ServerOptions& options, const std::vector<grpc::Service*>& extra_services) {
@@ -81,6 +86,34 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   server->port_ = port;
   const std::string& listen = options.listen_address;
   server->address_ = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+  server->ready_ = true;
+  if (!options.http_listen_address.empty()) {
+    web::HttpOptions http{.listen_address = options.http_listen_address};
+    if (options.access.mode == api::AuthMode::kToken) {
+      const api::Access* access = &server->access_;
+      http.is_admin_token = [access](absl::string_view token) {
+        const absl::StatusOr<auth::Grant> grant = access->tokens().Check(token);
+        return grant.ok() && grant->role == auth::Role::kAdmin;
+      };
+    }
+    absl::StatusOr<std::unique_ptr<web::HttpEndpoint>> http_endpoint =
+        web::HttpEndpoint::Start(std::move(http), &server->metrics_, &server->ready_);
+    if (!http_endpoint.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("--http_listen: ", http_endpoint.status().message()));
+    }
+    server->http_ = *std::move(http_endpoint);
+  }
+  if (!options.metrics_listen_address.empty()) {
+    absl::StatusOr<std::unique_ptr<web::HttpEndpoint>> metrics_endpoint = web::HttpEndpoint::Start(
+        {.listen_address = options.metrics_listen_address, .serve_health = false},
+        &server->metrics_, &server->ready_);
+    if (!metrics_endpoint.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("--metrics_listen: ", metrics_endpoint.status().message()));
+    }
+    server->metrics_http_ = *std::move(metrics_endpoint);
+  }
   server->server_->GetHealthCheckService()->SetServingStatus(
       ::pitlane::v1::Simulator::service_full_name(), true);
   if (!options.startup_scenario.empty()) {
@@ -98,12 +131,19 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
 void Server::Shutdown(std::chrono::milliseconds grace) {
   if (shut_down_ || server_ == nullptr) return;  // Never started (e.g. the bind failed).
   shut_down_ = true;
+  ready_ = false;
+  // The HTTP endpoints stop meanwhile (civetweb takes about a second to notice).
+  std::thread http_stop([this] {
+    http_.reset();
+    metrics_http_.reset();
+  });
   // Refuse new sessions and end every stream with UNAVAILABLE first, so that gRPC's drain
   // below has only short unary calls left to wait for.
   sessions_.Shutdown(absl::UnavailableError("the server is shutting down"));
   server_->Shutdown(std::chrono::system_clock::now() + grace);
   server_->Wait();
   scheduler_.Stop();  // No session or reaper runs while the members are destroyed.
+  http_stop.join();
 }
 
 Server::~Server() {

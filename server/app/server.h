@@ -1,12 +1,13 @@
 // A running Pitlane server: the wiring of every layer. The sessions (server/session) with
 // their workers, the Simulator service (server/api), gRPC health checking and server
-// reflection on one listening port. main.cc, the service tests and the benchmarks all start
+// reflection on one listening port, and the HTTP endpoint (server/web) beside it. main.cc, the service tests and the benchmarks all start
 // the server through here, so they all run the same wiring. The clock the sessions pace by
 // and the credentials the port is served with are injected: tests use fake time, and TLS
 // plugs in as credentials.
 #ifndef PITLANE_SERVER_APP_SERVER_H_
 #define PITLANE_SERVER_APP_SERVER_H_
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -18,6 +19,9 @@
 #include "server/session/clock.h"
 #include "server/session/scheduler.h"
 #include "server/session/session_manager.h"
+#include "server/session/session_metrics.h"
+#include "server/util/metrics.h"
+#include "server/web/http_endpoint.h"
 
 namespace pitlane::app {
 
@@ -45,6 +49,11 @@ struct ServerOptions {
   api::AccessOptions access;
   // With AuthMode::kToken: the admin token (auth::LooksLikeToken form). Never logged.
   std::string admin_token;
+  // host:port of the HTTP endpoint (server/web: /healthz, /readyz, /metrics); "" for none.
+  std::string http_listen_address;
+  // host:port of an endpoint serving /metrics alone, open to whoever reaches it (the
+  // operator's choice of address); "" for none.
+  std::string metrics_listen_address;
 };
 
 class Server {
@@ -69,16 +78,27 @@ class Server {
   const std::string& startup_session_id() const { return startup_session_id_; }
   grpc::Server& grpc_server() { return *server_; }
   session::SessionManager& sessions() { return sessions_; }
+  // The HTTP endpoints' addresses, the ports resolved ("" when not served).
+  std::string http_address() const { return http_ != nullptr ? http_->address() : ""; }
+  std::string metrics_address() const {
+    return metrics_http_ != nullptr ? metrics_http_->address() : "";
+  }
+  const metrics::Registry& metrics() const { return metrics_; }
 
  private:
   explicit Server(const ServerOptions& options);
 
   session::SteadyClock steady_clock_;
+  metrics::Registry metrics_;                 // Before everything that counts into it.
+  session::SessionMetrics session_metrics_;
+  std::atomic<bool> ready_{false};            // Accepting calls (/readyz).
   session::Scheduler scheduler_;  // Before sessions_: sessions hold it.
   api::Access access_;            // Before sessions_: it is told of deleted sessions.
   session::SessionManager sessions_;
   api::SimulatorService service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<web::HttpEndpoint> http_;          // After what it reads: stops first.
+  std::unique_ptr<web::HttpEndpoint> metrics_http_;
   std::string address_;
   int port_ = 0;
   std::string startup_session_id_;

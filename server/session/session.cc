@@ -95,11 +95,13 @@ std::int64_t DeadlineAfter(std::int64_t from_ns, double after_ns) {
 }  // namespace
 
 Session::Session(std::string id, SessionConfig config, sim::World world,
-                 std::uint32_t max_ticks_per_step, Scheduler* scheduler, ClockLimits clock_limits)
+                 std::uint32_t max_ticks_per_step, Scheduler* scheduler, ClockLimits clock_limits,
+                 const SessionMetrics* metrics)
     : id_(std::move(id)),
       config_(std::move(config)),
       max_ticks_per_step_(max_ticks_per_step),
       clock_limits_(clock_limits),
+      metrics_(metrics),
       scheduler_(scheduler),
       clock_(scheduler != nullptr ? &scheduler->clock() : ProcessClock()),
       world_(std::move(world)),
@@ -562,6 +564,7 @@ std::optional<std::int64_t> Session::RunBarrierLocked(std::int64_t now_ns) {
   if (!AllAnsweredLocked()) {
     if (now_ns < barrier_deadline_ns_) return barrier_deadline_ns_;
     ++barrier_timeouts_;
+    if (metrics_ != nullptr) metrics_->barrier_timeouts->Add();
   }
   ++paced_ticks_;
   TickLocked(nullptr);
@@ -587,7 +590,10 @@ std::optional<std::int64_t> Session::RunRealtimeLocked(std::int64_t now_ns) {
     deadline = now_ns;
   }
   const std::int64_t lateness_ns = now_ns - deadline;
-  if (static_cast<double>(lateness_ns) > period_ns_) ++missed_deadlines_;
+  if (static_cast<double>(lateness_ns) > period_ns_) {
+    ++missed_deadlines_;
+    if (metrics_ != nullptr) metrics_->missed_deadlines->Add();
+  }
   if (lateness_histogram_.empty()) lateness_histogram_.assign(kLatenessBuckets, 0);
   ++lateness_histogram_[std::min<std::size_t>(
       static_cast<std::size_t>(lateness_ns / kLatenessBucket_ns), kLatenessBuckets - 1)];
@@ -608,6 +614,10 @@ void Session::TickLocked(FrameEvents* events) {
   transitions_.clear();
   world_.Step(&transitions_);
   tick_cost_ns_ = clock_->NowNanos() - start_ns;
+  if (metrics_ != nullptr) {
+    metrics_->ticks->Add();
+    metrics_->tick_duration->ObserveNanos(tick_cost_ns_);
+  }
   // This tick's events are partial if it dropped contacts, or if the one before did (a contact
   // dropped then and kept now looks as if it began now).
   const bool dropped_now = world_.contacts_dropped() > 0;
@@ -884,7 +894,10 @@ Session::Counts Session::counts() const {
   TurnLock lock(this);
   return {.vehicles = world_.vehicle_count(),
           .obstacles = world_.obstacles().size(),
-          .contacts = world_.contacts().size()};
+          .contacts = world_.contacts().size(),
+          .subscribers = subscribers_.size(),
+          .controllers = controllers_.size(),
+          .clock_mode = clock_settings_.mode};
 }
 
 SessionDescription Session::Describe(bool with_vehicles) const {

@@ -27,6 +27,7 @@
 #include "server/session/command.h"
 #include "server/session/frame.h"
 #include "server/session/scheduler.h"
+#include "server/session/session_metrics.h"
 #include "server/session/subscriber.h"
 #include "server/sim/vehicles/vehicle.h"
 #include "server/sim/world/world.h"
@@ -192,8 +193,10 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // session's ticks; it must outlive the session (null: only the synchronous Step and the
   // commands work). Call Start() once the session is owned by a shared_ptr.
   // `clock_limits` bound what SetClock accepts (config.clock must be within them).
+  // `metrics` (may be null) is added to at every tick; it must outlive the session.
   Session(std::string id, SessionConfig config, sim::World world, std::uint32_t max_ticks_per_step,
-          Scheduler* scheduler = nullptr, ClockLimits clock_limits = {});
+          Scheduler* scheduler = nullptr, ClockLimits clock_limits = {},
+          const SessionMetrics* metrics = nullptr);
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
@@ -279,6 +282,9 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
     std::size_t vehicles = 0;
     std::size_t obstacles = 0;
     std::size_t contacts = 0;
+    std::size_t subscribers = 0;  // Streams of every kind, Drive controllers included.
+    std::size_t controllers = 0;  // Drive streams attached to a vehicle.
+    ClockMode clock_mode = ClockMode::kLockstep;
   };
   Counts counts() const;
   // Whether `vehicle` is alive (NotFound naming vehicle_id if not, as AttachController says).
@@ -423,6 +429,7 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   const SessionConfig config_;
   const std::uint32_t max_ticks_per_step_;
   const ClockLimits clock_limits_;
+  const SessionMetrics* const metrics_;  // May be null.
   Scheduler* const scheduler_;
   const Clock* const clock_;
 

@@ -32,8 +32,12 @@ class SessionManager::Reaper final : public ScheduledJob {
 };
 
 SessionManager::SessionManager(const ServerLimits& limits, Scheduler* scheduler,
-                               std::function<void(absl::string_view)> on_deleted)
-    : limits_(limits), scheduler_(scheduler), on_deleted_(std::move(on_deleted)) {
+                               std::function<void(absl::string_view)> on_deleted,
+                               const SessionMetrics* metrics)
+    : limits_(limits),
+      scheduler_(scheduler),
+      on_deleted_(std::move(on_deleted)),
+      metrics_(metrics) {
   if (scheduler_ != nullptr && limits_.session_idle_timeout_s > 0.0) {
     const auto period_ns = static_cast<std::int64_t>(
         std::min(1e9, limits_.session_idle_timeout_s * 1e9 / 10.0));
@@ -130,7 +134,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
     // a big session's memory must not stay with the process after it is deleted.
     session = std::shared_ptr<Session>(
         new Session(id, std::move(config), std::move(world), limits_.max_ticks_per_step,
-                    scheduler_, limits_.clock_limits),
+                    scheduler_, limits_.clock_limits, metrics_),
         [](Session* gone) {
           delete gone;
           malloc_trim(0);
@@ -168,6 +172,42 @@ absl::StatusOr<SimTime> SessionManager::Delete(absl::string_view id) {
   const SimTime time = session->Close();
   if (on_deleted_) on_deleted_(session->id());
   return time;
+}
+
+void SessionManager::AddGauges(metrics::Registry& registry) const {
+  // A pass over the sessions (each counted under its lock, briefly) per family and scrape.
+  struct Totals {
+    double sessions[3] = {0, 0, 0};  // By ClockMode.
+    double vehicles = 0, subscribers = 0, controllers = 0;
+  };
+  const auto totals = [this] {
+    Totals t;
+    for (const std::shared_ptr<Session>& session : List()) {
+      const Session::Counts counts = session->counts();
+      t.sessions[static_cast<int>(counts.clock_mode)] += 1;
+      t.vehicles += static_cast<double>(counts.vehicles);
+      t.subscribers += static_cast<double>(counts.subscribers);
+      t.controllers += static_cast<double>(counts.controllers);
+    }
+    return t;
+  };
+  registry.AddGauge("pitlane_sessions", "Open sessions, by clock mode.", [totals] {
+    const Totals t = totals();
+    return std::vector<metrics::Sample>{
+        {.labels = {{"clock_mode", "lockstep"}}, .value = t.sessions[0]},
+        {.labels = {{"clock_mode", "realtime"}}, .value = t.sessions[1]},
+        {.labels = {{"clock_mode", "barrier"}}, .value = t.sessions[2]}};
+  });
+  registry.AddGauge("pitlane_vehicles", "Vehicles in all sessions.", [totals] {
+    return std::vector<metrics::Sample>{{.value = totals().vehicles}};
+  });
+  registry.AddGauge("pitlane_subscribers",
+                    "Open state streams of all sessions (StreamStates and Drive).", [totals] {
+                      return std::vector<metrics::Sample>{{.value = totals().subscribers}};
+                    });
+  registry.AddGauge("pitlane_controllers", "Drive streams attached to a vehicle.", [totals] {
+    return std::vector<metrics::Sample>{{.value = totals().controllers}};
+  });
 }
 
 std::vector<std::shared_ptr<Session>> SessionManager::List() const {

@@ -7,14 +7,15 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "server/session/session.h"
+#include "server/util/metrics.h"
 
 namespace pitlane::session {
 
@@ -62,8 +63,10 @@ class SessionManager {
   // `scheduler` paces REALTIME sessions; it must outlive the manager. Null: LOCKSTEP only.
   // `on_deleted` is called with the id of each session deleted (by Delete or ReapIdle), after
   // it is closed; it must be thread-safe.
+  // `metrics` (may be null; must outlive the manager) is given to every session.
   explicit SessionManager(const ServerLimits& limits, Scheduler* scheduler = nullptr,
-                          std::function<void(absl::string_view)> on_deleted = {});
+                          std::function<void(absl::string_view)> on_deleted = {},
+                          const SessionMetrics* metrics = nullptr);
   ~SessionManager();
 
   const ServerLimits& limits() const { return limits_; }
@@ -81,6 +84,10 @@ class SessionManager {
   absl::StatusOr<SimTime> Delete(absl::string_view id);
   // Every session, in creation order.
   std::vector<std::shared_ptr<Session>> List() const;
+  // Gauges of the open sessions in `registry`, read at each scrape (this manager must outlive
+  // the registry's scrapes): pitlane_sessions by clock mode, pitlane_vehicles,
+  // pitlane_subscribers and pitlane_controllers.
+  void AddGauges(metrics::Registry& registry) const;
   std::size_t size() const;
 
   // Deletes the sessions that had no client call and no stream for longer than the idle
@@ -98,6 +105,7 @@ class SessionManager {
   const ServerLimits limits_;
   Scheduler* const scheduler_;
   const std::function<void(absl::string_view)> on_deleted_;
+  const SessionMetrics* const metrics_;
   std::shared_ptr<Reaper> reaper_;  // When idle sessions are reaped.
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -40,6 +40,10 @@ MAX_TICKS_PER_STEP = 1000
 _LISTENING = re.compile(r"listening on 127\.0\.0\.1:(\d+)")
 # The banner line of the session --scenario starts; session ids are random (s- and base32).
 _STARTUP_SESSION = re.compile(r'Scenario "[^"]*" is running as session (s-[a-z2-7]+)')
+# The banner lines of the HTTP endpoint (/metrics, /healthz, /readyz) and of the metrics-only
+# one (--metrics_listen).
+_HTTP = re.compile(r"HTTP: +http://(127\.0\.0\.1:\d+)/metrics")
+_METRICS = re.compile(r"Metrics: +http://(127\.0\.0\.1:\d+)/metrics")
 _STARTUP_TIMEOUT_S = 20.0
 _SHUTDOWN_TIMEOUT_S = 10.0
 
@@ -77,8 +81,11 @@ class ServerProcess:
             pytest.fail(f"server binary not found: {SERVER} (build it or set PITLANE_SERVER)")
         self.output = []  # Lines of stdout and stderr, interleaved, prefixed.
         self._stdout_lines = queue.Queue()
+        # The HTTP endpoint on a free port too, unless a test chooses (8080 by default).
+        http = [] if any(f.startswith("--http_listen") for f in flags) else [
+            "--http_listen=127.0.0.1:0"]
         self.proc = subprocess.Popen(
-            [str(SERVER), "--listen=127.0.0.1:0", *flags],
+            [str(SERVER), "--listen=127.0.0.1:0", *http, *flags],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -122,18 +129,30 @@ class ServerProcess:
             pytest.fail(f"{SERVER} {why} 'listening on 127.0.0.1:<port>'; output:\n"
                         + "\n".join(self.output))
 
-    def startup_session_id(self):
-        """The id of the session started with --scenario, read from the banner that names it
-        (printed just after the address, so it may still be on its way through the pipe)."""
+    def _banner_value(self, pattern, what):
+        """The first group of `pattern` in a banner line (printed after the gRPC address, so
+        it may still be on its way through the pipe)."""
         deadline = time.monotonic() + _STARTUP_TIMEOUT_S
         while time.monotonic() < deadline:
             for line in list(self.output):
-                match = _STARTUP_SESSION.search(line)
+                match = pattern.search(line)
                 if match:
                     return match.group(1)
             time.sleep(0.05)
-        pytest.fail("no 'Scenario ... is running as session <id>' line; output:\n"
-                    + "\n".join(self.output))
+        pytest.fail(f"no '{what}' banner line; output:\n" + "\n".join(self.output))
+
+    def http_address(self):
+        """host:port of the HTTP endpoint, read from the banner."""
+        return self._banner_value(_HTTP, "HTTP: http://...")
+
+    def metrics_address(self):
+        """host:port of the metrics-only endpoint (--metrics_listen), read from the banner."""
+        return self._banner_value(_METRICS, "Metrics: http://...")
+
+    def startup_session_id(self):
+        """The id of the session started with --scenario, read from the banner that names
+        it."""
+        return self._banner_value(_STARTUP_SESSION, "Scenario ... is running as session <id>")
 
     def stop(self):
         """Sends SIGTERM, waits (kills after 10 s) and returns the exit code."""
