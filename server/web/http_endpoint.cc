@@ -65,9 +65,11 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   std::call_once(library, [] { mg_init_library(0); });
   std::unique_ptr<HttpEndpoint> endpoint(new HttpEndpoint(std::move(options), metrics, ready));
   const std::string& listen = endpoint->options_.listen_address;
-  // A few threads: each request is short (a scrape, a health probe).
-  const char* configuration[] = {"listening_ports", listen.c_str(), "num_threads", "4",
-                                 "request_timeout_ms", "10000", nullptr};
+  // civetweb gives each connection a thread while it lasts; requests are short (a scrape, a
+  // probe), and a connection that sends nothing is dropped after the request timeout, so a
+  // few idle or slow clients cannot keep the probes out for long.
+  const char* configuration[] = {"listening_ports", listen.c_str(), "num_threads", "32",
+                                 "request_timeout_ms", "5000", nullptr};
   mg_callbacks callbacks;
   std::memset(&callbacks, 0, sizeof(callbacks));
   callbacks.log_message = &LogMessage;

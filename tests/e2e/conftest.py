@@ -81,9 +81,9 @@ class ServerProcess:
             pytest.fail(f"server binary not found: {SERVER} (build it or set PITLANE_SERVER)")
         self.output = []  # Lines of stdout and stderr, interleaved, prefixed.
         self._stdout_lines = queue.Queue()
-        # The HTTP endpoint on a free port too, unless a test chooses (8080 by default).
-        http = [] if any(f.startswith("--http_listen") for f in flags) else [
-            "--http_listen=127.0.0.1:0"]
+        # No HTTP endpoint (8080 by default) unless a test asks for one (test_http.py): its
+        # civetweb threads take about a second to stop, which every test would wait for.
+        http = [] if any(f.startswith("--http_listen") for f in flags) else ["--http_listen="]
         self.proc = subprocess.Popen(
             [str(SERVER), "--listen=127.0.0.1:0", *http, *flags],
             stdin=subprocess.DEVNULL,

@@ -17,9 +17,9 @@ _RUN_TIMEOUT_S = 20.0
 
 
 def _run(*args):
-    """Runs the server binary with `args` to completion (its HTTP endpoint on a free port
-    unless `args` choose); returns the CompletedProcess."""
-    http = [] if any(a.startswith("--http_listen") for a in args) else ["--http_listen=127.0.0.1:0"]
+    """Runs the server binary with `args` to completion (without its HTTP endpoint unless
+    `args` ask); returns the CompletedProcess."""
+    http = [] if any(a.startswith("--http_listen") for a in args) else ["--http_listen="]
     return subprocess.run([str(SERVER), *http, *args], stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=_RUN_TIMEOUT_S, check=False)
 

@@ -15,6 +15,8 @@ import pitlane
 from conftest import SERVER, running_server
 from test_access import new_token
 
+HTTP = "--http_listen=127.0.0.1:0"
+
 
 def get(url, token=None, method="GET"):
     """(status, headers, body) of one request."""
@@ -47,7 +49,7 @@ def promtool_check(text):
 
 
 def test_health_readiness_and_unknown_paths():
-    with running_server() as server:
+    with running_server(HTTP) as server:
         base = f"http://{server.http_address()}"
         assert get(f"{base}/healthz")[::2] == (200, "ok\n")
         assert get(f"{base}/readyz")[::2] == (200, "ready\n")
@@ -60,7 +62,7 @@ def test_health_readiness_and_unknown_paths():
 
 
 def test_metrics_pass_promtool_and_move_as_the_server_works():
-    with running_server() as server:
+    with running_server(HTTP) as server:
         url = f"http://{server.http_address()}/metrics"
         status, headers, before = get(url)
         assert status == 200
@@ -93,7 +95,7 @@ def test_metrics_pass_promtool_and_move_as_the_server_works():
 def test_with_tokens_metrics_need_the_admin_token_unless_on_their_own_address(tmp_path):
     admin = new_token()
     (tmp_path / "admin.token").write_text(admin)
-    with running_server("--auth=token", f"--admin_token_file={tmp_path / 'admin.token'}",
+    with running_server(HTTP, "--auth=token", f"--admin_token_file={tmp_path / 'admin.token'}",
                         "--metrics_listen=127.0.0.1:0") as server:
         url = f"http://{server.http_address()}/metrics"
         with pitlane.Client(server.address, token=admin) as client:
@@ -128,7 +130,7 @@ def test_bad_http_addresses_exit_2_naming_the_flag(flag, message):
 
 
 def test_a_busy_http_port_is_an_error():
-    with running_server() as first:
+    with running_server(HTTP) as first:
         taken = first.http_address()
         result = subprocess.run([str(SERVER), "--listen=127.0.0.1:0", f"--http_listen={taken}"],
                                 capture_output=True, text=True, timeout=20)
