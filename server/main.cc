@@ -289,6 +289,7 @@ int main(int argc, char** argv) {
       options.limits.clock_limits.max_barrier_timeout_s,
       options.access.mode == pitlane::api::AuthMode::kToken ? "token" : "none",
       startup->tls ? "TLS" : "plaintext");
+  for (const std::string& warning : startup->warnings) spdlog::warn("{}", warning);
   // Plain stdout, for people and for scripts that wait for the port.
   std::fputs(pitlane::app::Banner((*server)->address(), HostName(), options.startup_scenario,
                                   (*server)->startup_session_id(), (*server)->http_address(),

@@ -167,7 +167,6 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   static constexpr std::size_t kContactBytes = 60;
 
   HeavyReads heavy_reads_;
-  RpcCounts rpcs_;
   // The encoder the streams of `session` share.
   std::shared_ptr<FrameEncoder> EncoderFor(const session::Session& session);
 
@@ -175,6 +174,7 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   Access& access_;
   session::SessionManager& sessions_;
   const std::string scenario_dir_;
+  RpcCounts rpcs_;
   absl::Mutex streams_mu_;
   // The open streams by the id of the token they were opened with.
   absl::flat_hash_map<std::string, std::vector<std::weak_ptr<RevocableStream>>> streams_

@@ -5,12 +5,14 @@
 #include <fstream>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/match.h"
 #include "openssl/bio.h"
@@ -283,13 +285,34 @@ absl::Status CheckListenAddress(absl::string_view address, absl::string_view fla
   return absl::OkStatus();
 }
 
+absl::Status CheckHttpListenAddress(absl::string_view address, absl::string_view flag) {
+  RETURN_IF_ERROR(CheckListenAddress(address, flag));
+  // civetweb reads its own syntax into this value (lists, "+" for all interfaces, "s" for
+  // TLS) and, as Debian builds it, no IPv6: an IPv4 address is all that means what it says.
+  const absl::string_view host = address.substr(0, address.rfind(':'));
+  const std::vector<absl::string_view> parts = absl::StrSplit(host, '.');
+  const bool ipv4 =
+      parts.size() == 4 && std::all_of(parts.begin(), parts.end(), [](absl::string_view part) {
+        int value = -1;
+        return !part.empty() && part.size() <= 3 &&
+               std::all_of(part.begin(), part.end(), absl::ascii_isdigit) &&
+               absl::SimpleAtoi(part, &value) && value <= 255;
+      });
+  if (!ipv4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, ": must be an IPv4 address and a port (e.g. 127.0.0.1:8080 or 0.0.0.0:8080), "
+        "got \"", absl::CHexEscape(address), "\""));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<StartupOptions> OptionsFromFlags(const FlagValues& flags, unsigned cpu_cores) {
   RETURN_IF_ERROR(CheckListenAddress(flags.listen));
   if (!flags.http_listen.empty()) {
-    RETURN_IF_ERROR(CheckListenAddress(flags.http_listen, "http_listen"));
+    RETURN_IF_ERROR(CheckHttpListenAddress(flags.http_listen, "http_listen"));
   }
   if (!flags.metrics_listen.empty()) {
-    RETURN_IF_ERROR(CheckListenAddress(flags.metrics_listen, "metrics_listen"));
+    RETURN_IF_ERROR(CheckHttpListenAddress(flags.metrics_listen, "metrics_listen"));
   }
   RETURN_IF_ERROR(
       CheckFlagRange("max_sessions", flags.max_sessions, kMaxSessionsMin, kMaxSessionsMax));
@@ -342,6 +365,15 @@ absl::StatusOr<StartupOptions> OptionsFromFlags(const FlagValues& flags, unsigne
   RETURN_IF_ERROR(ResolveAuth(flags, options));
   ASSIGN_OR_RETURN(server.credentials, TlsCredentials(flags));
   options.tls = server.credentials != nullptr;
+  if (server.access.mode == api::AuthMode::kToken && !flags.http_listen.empty() &&
+      !api::IsLoopbackAddress(flags.http_listen)) {
+    // The endpoint speaks plain HTTP: a scraper's admin token would cross the network in clear.
+    options.warnings.push_back(absl::StrCat(
+        "--http_listen=", flags.http_listen,
+        " is plain HTTP on the network: scrape /metrics from this machine, through a TLS proxy, "
+        "or on --metrics_listen on a private network, so that the admin token does not cross "
+        "the network in clear"));
+  }
   return options;
 }
 

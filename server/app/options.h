@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -93,6 +94,8 @@ struct StartupOptions {
   bool admin_token_generated = false;
   // Whether the port serves TLS (server.credentials).
   bool tls = false;
+  // Valid but risky choices, for main.cc to log as warnings once the logger is up.
+  std::vector<std::string> warnings;
 };
 
 // Checks every flag and converts them; reads the admin token and TLS files they name. --auth=auto
@@ -106,6 +109,9 @@ absl::StatusOr<StartupOptions> OptionsFromFlags(const FlagValues& flags, unsigne
 // Checks that `address` is host:port with a port in [0, 65535] and a non-empty host, an IPv6
 // host in brackets ([::1]:50051). InvalidArgument naming --`flag` otherwise.
 absl::Status CheckListenAddress(absl::string_view address, absl::string_view flag = "listen");
+
+// CheckListenAddress, and an IPv4 host (the HTTP endpoint's library takes no other form).
+absl::Status CheckHttpListenAddress(absl::string_view address, absl::string_view flag);
 
 }  // namespace pitlane::app
 

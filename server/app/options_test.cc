@@ -14,7 +14,9 @@
 namespace pitlane::app {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 // One flag set to one value: accepted, or refused with a message naming the flag and its
 // allowed values.
@@ -188,6 +190,21 @@ TEST(OptionsFromFlagsTest, ConvertsEveryFlag) {
   EXPECT_EQ(options->log_format, LogFormat::kJson);
 }
 
+TEST(OptionsFromFlagsTest, WarnsWhenTheAdminTokenWouldCrossTheNetworkInClear) {
+  FlagValues flags;
+  flags.auth = "token";
+  flags.http_listen = "127.0.0.1:8080";
+  EXPECT_THAT(OptionsFromFlags(flags, 2)->warnings, IsEmpty());
+  flags.http_listen = "10.0.0.5:8080";
+  EXPECT_THAT(OptionsFromFlags(flags, 2)->warnings,
+              ElementsAre(HasSubstr("--http_listen=10.0.0.5:8080 is plain HTTP on the network")));
+  flags.http_listen = "";  // Off.
+  EXPECT_THAT(OptionsFromFlags(flags, 2)->warnings, IsEmpty());
+  flags.auth = "none";  // No token to leak.
+  flags.http_listen = "0.0.0.0:8080";
+  EXPECT_THAT(OptionsFromFlags(flags, 2)->warnings, IsEmpty());
+}
+
 TEST(OptionsFromFlagsTest, ZeroWorkersMeansOnePerCoreWithinTheCap) {
   FlagValues flags;
   flags.worker_threads = 0;
@@ -214,7 +231,9 @@ struct AuthCase {
   std::string message;
 };
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using ::testing::Not;
 
 class AuthModeTest : public ::testing::TestWithParam<AuthCase> {};

@@ -1,7 +1,5 @@
 #include "server/app/server.h"
 
-#include <thread>
-
 #include "absl/strings/str_cat.h"
 #include "grpc/grpc.h"
 #include "grpc/health/v1/health.pb.h"
@@ -86,7 +84,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   server->port_ = port;
   const std::string& listen = options.listen_address;
   server->address_ = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
-  server->ready_ = true;
   if (!options.http_listen_address.empty()) {
     web::HttpOptions http{.listen_address = options.http_listen_address};
     if (options.access.mode == api::AuthMode::kToken) {
@@ -125,25 +122,23 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     (*session)->Keep();  // The demo a newcomer came back to must still be there.
     server->startup_session_id_ = (*session)->id();
   }
+  server->ready_ = true;  // Everything is up: /readyz says so.
   return server;
 }
 
 void Server::Shutdown(std::chrono::milliseconds grace) {
   if (shut_down_ || server_ == nullptr) return;  // Never started (e.g. the bind failed).
   shut_down_ = true;
-  ready_ = false;
-  // The HTTP endpoints stop meanwhile (civetweb takes about a second to notice).
-  std::thread http_stop([this] {
-    http_.reset();
-    metrics_http_.reset();
-  });
+  ready_ = false;  // /readyz answers 503 while the calls drain.
   // Refuse new sessions and end every stream with UNAVAILABLE first, so that gRPC's drain
   // below has only short unary calls left to wait for.
   sessions_.Shutdown(absl::UnavailableError("the server is shutting down"));
   server_->Shutdown(std::chrono::system_clock::now() + grace);
   server_->Wait();
   scheduler_.Stop();  // No session or reaper runs while the members are destroyed.
-  http_stop.join();
+  // Last, the HTTP endpoints (civetweb takes about a second to stop its threads).
+  http_.reset();
+  metrics_http_.reset();
 }
 
 Server::~Server() {

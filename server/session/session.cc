@@ -584,7 +584,9 @@ std::optional<std::int64_t> Session::RunRealtimeLocked(std::int64_t now_ns) {
   const std::int64_t late_ns = now_ns - deadline;
   if (static_cast<double>(late_ns) > period_ns_ * kMaxLagTicks) {
     // Too far behind to catch up without a burst: give up the backlog, pace from now.
-    missed_deadlines_ += static_cast<std::uint64_t>(static_cast<double>(late_ns) / period_ns_);
+    const auto given_up = static_cast<std::uint64_t>(static_cast<double>(late_ns) / period_ns_);
+    missed_deadlines_ += given_up;
+    if (metrics_ != nullptr) metrics_->missed_deadlines->Add(given_up);
     AnchorLocked(now_ns);
     anchor_tick_ = world_.tick() + 1;  // The tick about to run is due now.
     deadline = now_ns;

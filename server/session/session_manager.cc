@@ -175,39 +175,31 @@ absl::StatusOr<SimTime> SessionManager::Delete(absl::string_view id) {
 }
 
 void SessionManager::AddGauges(metrics::Registry& registry) const {
-  // A pass over the sessions (each counted under its lock, briefly) per family and scrape.
-  struct Totals {
-    double sessions[3] = {0, 0, 0};  // By ClockMode.
-    double vehicles = 0, subscribers = 0, controllers = 0;
-  };
-  const auto totals = [this] {
-    Totals t;
-    for (const std::shared_ptr<Session>& session : List()) {
-      const Session::Counts counts = session->counts();
-      t.sessions[static_cast<int>(counts.clock_mode)] += 1;
-      t.vehicles += static_cast<double>(counts.vehicles);
-      t.subscribers += static_cast<double>(counts.subscribers);
-      t.controllers += static_cast<double>(counts.controllers);
-    }
-    return t;
-  };
-  registry.AddGauge("pitlane_sessions", "Open sessions, by clock mode.", [totals] {
-    const Totals t = totals();
-    return std::vector<metrics::Sample>{
-        {.labels = {{"clock_mode", "lockstep"}}, .value = t.sessions[0]},
-        {.labels = {{"clock_mode", "realtime"}}, .value = t.sessions[1]},
-        {.labels = {{"clock_mode", "barrier"}}, .value = t.sessions[2]}};
-  });
-  registry.AddGauge("pitlane_vehicles", "Vehicles in all sessions.", [totals] {
-    return std::vector<metrics::Sample>{{.value = totals().vehicles}};
-  });
-  registry.AddGauge("pitlane_subscribers",
-                    "Open state streams of all sessions (StreamStates and Drive).", [totals] {
-                      return std::vector<metrics::Sample>{{.value = totals().subscribers}};
-                    });
-  registry.AddGauge("pitlane_controllers", "Drive streams attached to a vehicle.", [totals] {
-    return std::vector<metrics::Sample>{{.value = totals().controllers}};
-  });
+  // One pass over the sessions per scrape (each counted under its lock, briefly), so that the
+  // families agree with each other.
+  registry.AddGauges(
+      {{"pitlane_sessions", "Open sessions, by clock mode."},
+       {"pitlane_vehicles", "Vehicles in all sessions."},
+       {"pitlane_subscribers", "Open state streams of all sessions (StreamStates and Drive)."},
+       {"pitlane_controllers", "Drive streams attached to a vehicle."}},
+      [this] {
+        double sessions[3] = {0, 0, 0};  // By ClockMode.
+        double vehicles = 0, subscribers = 0, controllers = 0;
+        for (const std::shared_ptr<Session>& session : List()) {
+          const Session::Counts counts = session->counts();
+          sessions[static_cast<int>(counts.clock_mode)] += 1;
+          vehicles += static_cast<double>(counts.vehicles);
+          subscribers += static_cast<double>(counts.subscribers);
+          controllers += static_cast<double>(counts.controllers);
+        }
+        return std::vector<std::vector<metrics::Sample>>{
+            {{.labels = {{"clock_mode", "lockstep"}}, .value = sessions[0]},
+             {.labels = {{"clock_mode", "realtime"}}, .value = sessions[1]},
+             {.labels = {{"clock_mode", "barrier"}}, .value = sessions[2]}},
+            {{.value = vehicles}},
+            {{.value = subscribers}},
+            {{.value = controllers}}};
+      });
 }
 
 std::vector<std::shared_ptr<Session>> SessionManager::List() const {

@@ -11,7 +11,8 @@ SessionMetrics SessionMetrics::Register(metrics::Registry& registry) {
           metrics::DurationBuckets()),
       .missed_deadlines = registry.AddCounter(
           "pitlane_missed_deadlines_total",
-          "Paced (REALTIME, BARRIER) ticks that ran more than a tick period late."),
+          "REALTIME ticks that ran more than a tick period late, and those given up when a "
+          "session fell too far behind."),
       .barrier_timeouts = registry.AddCounter(
           "pitlane_barrier_timeouts_total",
           "BARRIER ticks that ran on their timeout, a controller not having answered."),

@@ -10,7 +10,7 @@ namespace pitlane::session {
 struct SessionMetrics {
   metrics::Counter* ticks = nullptr;              // Every tick of every session.
   metrics::Histogram* tick_duration = nullptr;    // What World::Step took, per tick.
-  metrics::Counter* missed_deadlines = nullptr;   // Paced ticks later than a tick period.
+  metrics::Counter* missed_deadlines = nullptr;   // REALTIME ticks late by over a period.
   metrics::Counter* barrier_timeouts = nullptr;   // BARRIER ticks that waited their timeout.
 
   // The counters above, made in `registry` (pitlane_ticks_total, ...).

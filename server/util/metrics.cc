@@ -96,7 +96,13 @@ Histogram::Snapshot Histogram::Read() const {
 Registry::Family& Registry::FamilyLocked(const std::string& name, const std::string& help,
                                          Type type) {
   for (Family& family : families_) {
-    if (family.name == name) return family;
+    if (family.name != name) continue;
+    if (family.type != type) {
+      // Two kinds under one name would be a page Prometheus rejects: a bug in the caller.
+      std::fprintf(stderr, "metrics: %s registered as two types\n", name.c_str());
+      std::abort();
+    }
+    return family;
   }
   families_.push_back(Family{.name = name, .help = help, .type = type});
   return families_.back();
@@ -104,23 +110,43 @@ Registry::Family& Registry::FamilyLocked(const std::string& name, const std::str
 
 Counter* Registry::AddCounter(const std::string& name, const std::string& help, Labels labels) {
   absl::MutexLock lock(&mu_);
+  Family& family = FamilyLocked(name, help, Type::kCounter);
+  for (const auto& [existing, counter] : family.counters) {
+    if (existing == labels) return counter;  // The same series: one counter.
+  }
   Counter* counter = &counters_.emplace_back();
-  FamilyLocked(name, help, Type::kCounter).counters.emplace_back(std::move(labels), counter);
+  family.counters.emplace_back(std::move(labels), counter);
   return counter;
 }
 
 Histogram* Registry::AddHistogram(const std::string& name, const std::string& help,
                                   std::vector<double> upper_bounds_s, Labels labels) {
   absl::MutexLock lock(&mu_);
+  Family& family = FamilyLocked(name, help, Type::kHistogram);
+  for (const auto& [existing, histogram] : family.histograms) {
+    if (existing == labels) return histogram;
+  }
   Histogram* histogram = &histograms_.emplace_back(std::move(upper_bounds_s));
-  FamilyLocked(name, help, Type::kHistogram).histograms.emplace_back(std::move(labels), histogram);
+  family.histograms.emplace_back(std::move(labels), histogram);
   return histogram;
 }
 
 void Registry::AddGauge(const std::string& name, const std::string& help,
                         std::function<std::vector<Sample>()> read) {
+  AddGauges({{name, help}}, [read = std::move(read)] {
+    return std::vector<std::vector<Sample>>{read()};
+  });
+}
+
+void Registry::AddGauges(const std::vector<std::pair<std::string, std::string>>& families,
+                         std::function<std::vector<std::vector<Sample>>()> read) {
+  auto group = std::make_shared<const GaugeGroup>(GaugeGroup{std::move(read)});
   absl::MutexLock lock(&mu_);
-  FamilyLocked(name, help, Type::kGauge).read = std::move(read);
+  for (std::size_t i = 0; i < families.size(); ++i) {
+    Family& family = FamilyLocked(families[i].first, families[i].second, Type::kGauge);
+    family.gauges = group;
+    family.gauge_index = i;
+  }
 }
 
 std::string Registry::Render() const {
@@ -129,6 +155,18 @@ std::string Registry::Render() const {
     absl::MutexLock lock(&mu_);
     families.assign(families_.begin(), families_.end());
   }
+  // Each gauge group read once for this page.
+  std::vector<std::pair<const GaugeGroup*, std::vector<std::vector<Sample>>>> read;
+  const auto samples_of = [&read](const Family& family) -> const std::vector<Sample>& {
+    static const std::vector<Sample> kNone;
+    auto it = std::find_if(read.begin(), read.end(),
+                           [&](const auto& entry) { return entry.first == family.gauges.get(); });
+    if (it == read.end()) {
+      read.emplace_back(family.gauges.get(), family.gauges->read());
+      it = read.end() - 1;
+    }
+    return family.gauge_index < it->second.size() ? it->second[family.gauge_index] : kNone;
+  };
   std::string out;
   for (const Family& family : families) {
     const char* type = family.type == Type::kCounter   ? "counter"
@@ -153,8 +191,8 @@ std::string Registry::Render() const {
                       FormatValue(snapshot.sum_s), "\n", family.name, "_count",
                       FormatLabels(labels, nullptr), " ", snapshot.cumulative.back(), "\n");
     }
-    if (family.read) {
-      for (const Sample& sample : family.read()) {
+    if (family.gauges != nullptr) {
+      for (const Sample& sample : samples_of(family)) {
         absl::StrAppend(&out, family.name, FormatLabels(sample.labels, nullptr), " ",
                         FormatValue(sample.value), "\n");
       }

@@ -53,8 +53,8 @@ class Histogram {
     std::vector<std::uint64_t> cumulative;  // Per bound, then +Inf (= count).
     double sum_s = 0.0;
   };
-  // Not atomic across buckets: a scrape during updates may see one observation in the count
-  // before its bucket, which Prometheus tolerates.
+  // Not atomic: a scrape during updates may see an observation in its bucket (and the count,
+  // their sum) before it is in the sum, which Prometheus tolerates.
   Snapshot Read() const;
 
  private:
@@ -83,19 +83,28 @@ class Registry {
   // held; it must be thread-safe). One `read` per family.
   void AddGauge(const std::string& name, const std::string& help,
                 std::function<std::vector<Sample>()> read);
+  // Gauges read together, once per scrape, so that they agree with each other: `read` returns
+  // the samples of each family of `families` ({name, help}), in that order.
+  void AddGauges(const std::vector<std::pair<std::string, std::string>>& families,
+                 std::function<std::vector<std::vector<Sample>>()> read);
 
   // Every family, in the order first added: # HELP, # TYPE, then its series.
   std::string Render() const;
 
  private:
   enum class Type { kCounter, kGauge, kHistogram };
+  // Gauge families read by one call.
+  struct GaugeGroup {
+    std::function<std::vector<std::vector<Sample>>()> read;
+  };
   struct Family {
     std::string name;
     std::string help;
     Type type;
     std::vector<std::pair<Labels, Counter*>> counters;
     std::vector<std::pair<Labels, Histogram*>> histograms;
-    std::function<std::vector<Sample>()> read;
+    std::shared_ptr<const GaugeGroup> gauges;  // Its samples are gauges->read()[gauge_index].
+    std::size_t gauge_index = 0;
   };
   Family& FamilyLocked(const std::string& name, const std::string& help, Type type)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

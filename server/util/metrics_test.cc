@@ -42,6 +42,23 @@ TEST(Registry, RendersCountersGaugesAndHistogramsInTheTextFormat) {
             "sessions 0.5\n");
 }
 
+TEST(Registry, OneSeriesPerNameAndLabelsAndGroupsReadOncePerPage) {
+  Registry registry;
+  Counter* first = registry.AddCounter("calls_total", "Calls.", {{"method", "Step"}});
+  EXPECT_EQ(registry.AddCounter("calls_total", "Calls.", {{"method", "Step"}}), first);
+  EXPECT_NE(registry.AddCounter("calls_total", "Calls.", {{"method", "Drive"}}), first);
+  int reads = 0;
+  registry.AddGauges({{"a", "A."}, {"b", "B."}}, [&reads] {
+    ++reads;
+    return std::vector<std::vector<Sample>>{{{.value = 1}}, {{.value = 2}}};
+  });
+  const std::string page = registry.Render();
+  EXPECT_EQ(reads, 1);
+  EXPECT_NE(page.find("# TYPE a gauge\na 1\n# HELP b B.\n# TYPE b gauge\nb 2\n"),
+            std::string::npos)
+      << page;
+}
+
 TEST(Registry, DurationBucketsIncrease) {
   const std::vector<double> bounds = DurationBuckets();
   for (std::size_t i = 1; i < bounds.size(); ++i) EXPECT_LT(bounds[i - 1], bounds[i]);

@@ -40,8 +40,8 @@ int Respond(mg_connection* connection, int status, absl::string_view reason,
   const bool head = request != nullptr && std::strcmp(request->request_method, "HEAD") == 0;
   const std::string header = absl::StrCat(
       "HTTP/1.1 ", status, " ", reason, "\r\nContent-Type: ", content_type,
-      "\r\nContent-Length: ", body.size(), "\r\nCache-Control: no-store\r\n", extra_headers,
-      "\r\n");
+      "\r\nContent-Length: ", body.size(),
+      "\r\nCache-Control: no-store\r\nConnection: close\r\n", extra_headers, "\r\n");
   mg_write(connection, header.data(), header.size());
   if (!head) mg_write(connection, body.data(), body.size());
   return status;
@@ -65,11 +65,12 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   std::call_once(library, [] { mg_init_library(0); });
   std::unique_ptr<HttpEndpoint> endpoint(new HttpEndpoint(std::move(options), metrics, ready));
   const std::string& listen = endpoint->options_.listen_address;
-  // civetweb gives each connection a thread while it lasts; requests are short (a scrape, a
-  // probe), and a connection that sends nothing is dropped after the request timeout, so a
-  // few idle or slow clients cannot keep the probes out for long.
-  const char* configuration[] = {"listening_ports", listen.c_str(), "num_threads", "32",
-                                 "request_timeout_ms", "5000", nullptr};
+  // civetweb gives each connection a thread while it lasts. Requests are short (a scrape, a
+  // probe) and the connection is closed after each; one that sends nothing is dropped after
+  // the request timeout. Still, a client holding more idle connections than there are threads
+  // delays the probes by up to that timeout (docs/operations.md).
+  const char* configuration[] = {"listening_ports", listen.c_str(), "num_threads", "64",
+                                 "request_timeout_ms", "3000", nullptr};
   mg_callbacks callbacks;
   std::memset(&callbacks, 0, sizeof(callbacks));
   callbacks.log_message = &LogMessage;

@@ -121,6 +121,12 @@ def test_with_tokens_metrics_need_the_admin_token_unless_on_their_own_address(tm
     ("--http_listen=8080", "--http_listen: must be host:port"),
     ("--http_listen=127.0.0.1:99999", "--http_listen: must be host:port"),
     ("--metrics_listen=[::1", "--metrics_listen: must be host:port"),
+    # civetweb's own syntax would mean something else: all interfaces, a list, TLS.
+    ("--http_listen=19090,127.0.0.1:0", "--http_listen: must be an IPv4 address and a port"),
+    ("--http_listen=+127.0.0.1:0", "--http_listen: must be an IPv4 address and a port"),
+    ("--http_listen=[::1]:0", "--http_listen: must be an IPv4 address and a port"),
+    ("--http_listen=localhost:8080", "--http_listen: must be an IPv4 address and a port"),
+    ("--http_listen=127.0.0.256:8080", "--http_listen: must be an IPv4 address and a port"),
 ])
 def test_bad_http_addresses_exit_2_naming_the_flag(flag, message):
     result = subprocess.run([str(SERVER), "--listen=127.0.0.1:0", flag], capture_output=True,
