@@ -46,7 +46,7 @@ timed() {
   echo "check-sanitizers: $label took $((SECONDS - start)) s"
 }
 
-asan_tests=(sim_test session_test api_test)
+asan_tests=(sim_test session_test api_test web_test)
 fuzzers=(request_fuzzer scenario_fuzzer command_fuzzer)
 timed "ASan+UBSan build" cmake --build build-fuzz -j2 --target "${asan_tests[@]}" "${fuzzers[@]}"
 timed "TSan build" cmake --build build-tsan -j2 --target session_test

@@ -70,6 +70,9 @@ class Access {
   // The caller of a call, from its `authorization` metadata. Unauthenticated with
   // --auth=token for no token, a malformed, unknown or revoked one (never echoing it).
   absl::StatusOr<Caller> Authenticate(const grpc::ServerContextBase& context) const;
+  // The caller showing `token` (nullopt: none) outside gRPC (the web endpoint); the same
+  // errors.
+  absl::StatusOr<Caller> AuthenticateToken(std::optional<absl::string_view> token) const;
   // `caller` with what its quota is counted by: with --auth=none, its peer's host.
   Caller WithQuotaIdentity(Caller caller, const grpc::ServerContextBase& context) const;
 

@@ -31,6 +31,11 @@ class FrameEncoder {
   ::pitlane::v1::WorldState scratch_ ABSL_GUARDED_BY(mu_);
 };
 
+// The serialized google.protobuf.FileDescriptorSet of pitlane.v1.WorldState's file and every
+// file it imports, imports first: what a reader needs to decode the bytes above (Foxglove's
+// protobuf channels advertise it).
+std::string WorldStateDescriptorSet();
+
 }  // namespace pitlane::api
 
 #endif  // PITLANE_SERVER_API_FRAME_ENCODER_H_

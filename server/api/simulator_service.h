@@ -75,6 +75,13 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   // Calls answered, by method and code.
   RpcCounts& rpcs() { return rpcs_; }
 
+  // `frame` of `session` as a serialized WorldState, encoded once for every stream (and the
+  // web endpoint's channels) that sends it.
+  std::shared_ptr<const std::string> EncodeFrame(const session::Session& session,
+                                                 const std::shared_ptr<const session::Frame>& frame) {
+    return EncoderFor(session)->Encode(frame);
+  }
+
   // A session from a config as CreateSession takes it (the scenario merged in first), admitted
   // (Access::Admit) for `caller` (null: the server's own, counted against no quota), taking
   // over its `reservation` if any. Errors name the field under "config".

@@ -18,12 +18,6 @@
 
 namespace pitlane::app {
 
-// Appends `text` to `out` as a JSON string, quotes included. '"', '\\' and control characters
-// are escaped; valid UTF-8 is copied; each byte of an invalid UTF-8 sequence (a stray
-// continuation byte, a truncated, overlong or surrogate sequence, anything above U+10FFFF)
-// becomes U+FFFD, so the result is always valid UTF-8 and valid JSON.
-void AppendJsonString(absl::string_view text, std::string* out);
-
 // Formats each spdlog message as one JSON object: "time" (UTC, ISO 8601 with microseconds),
 // "level" (spdlog's name: trace, debug, info, warning, error, critical) and "message".
 class JsonLogFormatter final : public spdlog::formatter {

@@ -5,6 +5,7 @@
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/api/frame_encoder.h"
 #include "server/api/wire.h"
 
 namespace pitlane::app {
@@ -14,6 +15,25 @@ namespace {
 // not answered within the timeout.
 constexpr int kKeepaliveTime_ms = 20'000;
 constexpr int kKeepaliveTimeout_ms = 10'000;
+
+}  // namespace
+
+namespace {
+
+// A web client, as the gRPC layer's access control sees it.
+class AccessVisitor final : public web::Visitor {
+ public:
+  AccessVisitor(const api::Access* access, api::Caller caller)
+      : access_(access), caller_(std::move(caller)) {}
+  bool MaySee(absl::string_view session_id) const override {
+    return access_->MaySee(caller_, session_id);
+  }
+  bool StillValid() const override { return access_->StillValid(caller_); }
+
+ private:
+  const api::Access* const access_;
+  const api::Caller caller_;
+};
 
 }  // namespace
 
@@ -85,7 +105,26 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   const std::string& listen = options.listen_address;
   server->address_ = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
   if (!options.http_listen_address.empty()) {
-    web::HttpOptions http{.listen_address = options.http_listen_address};
+    web::FoxgloveOptions foxglove{
+        .encode_world_state =
+            [service = &server->service_](const session::Session& session,
+                                          const std::shared_ptr<const session::Frame>& frame) {
+              return service->EncodeFrame(session, frame);
+            },
+        .world_state_descriptor_set = api::WorldStateDescriptorSet()};
+    if (options.access.mode == api::AuthMode::kToken) {
+      foxglove.authenticate = [access = &server->access_](std::optional<absl::string_view> token)
+          -> absl::StatusOr<std::unique_ptr<web::Visitor>> {
+        absl::StatusOr<api::Caller> caller = access->AuthenticateToken(token);
+        if (!caller.ok()) return caller.status();
+        return std::make_unique<AccessVisitor>(access, *std::move(caller));
+      };
+    }
+    server->foxglove_ = std::make_unique<web::FoxgloveHub>(
+        std::move(foxglove), &server->sessions_,
+        options.clock != nullptr ? options.clock : &server->steady_clock_, &server->metrics_);
+    web::HttpOptions http{.listen_address = options.http_listen_address,
+                          .foxglove = server->foxglove_.get()};
     if (options.access.mode == api::AuthMode::kToken) {
       const api::Access* access = &server->access_;
       http.is_admin_token = [access](absl::string_view token) {

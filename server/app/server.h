@@ -21,6 +21,7 @@
 #include "server/session/session_manager.h"
 #include "server/session/session_metrics.h"
 #include "server/util/metrics.h"
+#include "server/web/foxglove_hub.h"
 #include "server/web/http_endpoint.h"
 
 namespace pitlane::app {
@@ -97,6 +98,7 @@ class Server {
   session::SessionManager sessions_;
   api::SimulatorService service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<web::FoxgloveHub> foxglove_;       // Outlives the endpoint serving it.
   std::unique_ptr<web::HttpEndpoint> http_;          // After what it reads: stops first.
   std::unique_ptr<web::HttpEndpoint> metrics_http_;
   std::string address_;

@@ -10,6 +10,9 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "server/auth/tokens.h"
+#include "server/web/foxglove.h"
+#include "server/web/foxglove_hub.h"
+#include "server/web/request.h"
 
 namespace pitlane::web {
 namespace {
@@ -30,21 +33,6 @@ int LogMessage(const mg_connection* /*connection*/, const char* message) {
 bool IsGetOrHead(const mg_request_info& request) {
   return std::strcmp(request.request_method, "GET") == 0 ||
          std::strcmp(request.request_method, "HEAD") == 0;
-}
-
-// A complete response with a body (none for HEAD); returns the status for civetweb's log.
-int Respond(mg_connection* connection, int status, absl::string_view reason,
-            absl::string_view content_type, absl::string_view body,
-            absl::string_view extra_headers = "") {
-  const mg_request_info* request = mg_get_request_info(connection);
-  const bool head = request != nullptr && std::strcmp(request->request_method, "HEAD") == 0;
-  const std::string header = absl::StrCat(
-      "HTTP/1.1 ", status, " ", reason, "\r\nContent-Type: ", content_type,
-      "\r\nContent-Length: ", body.size(),
-      "\r\nCache-Control: no-store\r\nConnection: close\r\n", extra_headers, "\r\n");
-  mg_write(connection, header.data(), header.size());
-  if (!head) mg_write(connection, body.data(), body.size());
-  return status;
 }
 
 // 405 for any method but GET and HEAD; nullopt when the request may go on.
@@ -69,8 +57,14 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   // probe) and the connection is closed after each; one that sends nothing is dropped after
   // the request timeout. Still, a client holding more idle connections than there are threads
   // delays the probes by up to that timeout (docs/operations.md).
-  const char* configuration[] = {"listening_ports", listen.c_str(), "num_threads", "64",
-                                 "request_timeout_ms", "3000", nullptr};
+  // A WebSocket holds its thread while it lasts; a write to a client that stopped reading
+  // gives up after the request timeout (and the connection is dropped).
+  const std::string threads = absl::StrCat(endpoint->options_.max_connections);
+  const char* configuration[] = {"listening_ports", listen.c_str(),
+                                 "num_threads", threads.c_str(),
+                                 "request_timeout_ms", "3000",
+                                 "websocket_timeout_ms", "3600000",
+                                 nullptr};
   mg_callbacks callbacks;
   std::memset(&callbacks, 0, sizeof(callbacks));
   callbacks.log_message = &LogMessage;
@@ -94,6 +88,14 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   }
   if (endpoint->options_.serve_metrics) {
     mg_set_request_handler(endpoint->context_, "/metrics$", &HandleMetrics, endpoint.get());
+  }
+  if (endpoint->options_.foxglove != nullptr) {
+    static const char* protocols[] = {foxglove::kSubprotocol};
+    static mg_websocket_subprotocols subprotocols = {1, protocols};
+    mg_set_websocket_handler_with_subprotocols(
+        endpoint->context_, "/foxglove$", &subprotocols, &FoxgloveHub::OnConnect,
+        &FoxgloveHub::OnReady, &FoxgloveHub::OnData, &FoxgloveHub::OnClose,
+        endpoint->options_.foxglove);
   }
   return endpoint;
 }

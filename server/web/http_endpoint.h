@@ -1,13 +1,13 @@
 // The server's HTTP endpoint (--http_listen), beside the gRPC port: for operators and their
 // tools. Built on civetweb (Debian's libcivetweb-dev: a small C library with HTTP and WebSocket
-// in one, threads of its own, no dependencies; the browser view and Foxglove's WebSocket
-// protocol will be served from here too).
+// in one, threads of its own, no dependencies).
 //
 //   GET /healthz   200 "ok": the process serves HTTP.
 //   GET /readyz    200 "ready" while the server accepts calls, 503 once it is shutting down.
 //   GET /metrics   Prometheus text format (server/util/metrics.h). With tokens on, it needs
 //                  the admin token (`Authorization: Bearer <token>`), unless served on its own
 //                  address (--metrics_listen), whose reach the operator chooses.
+//   /foxglove      WebSocket, subprotocol foxglove.websocket.v1 (foxglove_hub.h).
 //
 // Every other path is 404, every other method 405; nothing a client sends is logged.
 #ifndef PITLANE_SERVER_WEB_HTTP_ENDPOINT_H_
@@ -27,6 +27,8 @@ struct mg_connection;
 
 namespace pitlane::web {
 
+class FoxgloveHub;
+
 struct HttpOptions {
   // host:port to listen on ("127.0.0.1:8080"; port 0 picks a free one).
   std::string listen_address;
@@ -35,6 +37,10 @@ struct HttpOptions {
   bool serve_metrics = true;
   // Whether `Authorization: Bearer <token>` names an admin; null: /metrics is open.
   std::function<bool(absl::string_view token)> is_admin_token;
+  // Serves Foxglove's WebSocket protocol on /foxglove (not owned; must outlive the endpoint).
+  FoxgloveHub* foxglove = nullptr;
+  // Connections served at once (civetweb holds a thread for each, WebSockets included).
+  int max_connections = 256;
 };
 
 class HttpEndpoint {

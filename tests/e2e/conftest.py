@@ -93,6 +93,9 @@ class ServerProcess:
             # As `ulimit -v`: allocations beyond fail in the server (std::bad_alloc).
             preexec_fn=None if address_space_bytes is None else lambda: resource.setrlimit(
                 resource.RLIMIT_AS, (address_space_bytes, address_space_bytes)),
+            # Under a limit, one malloc arena: glibc reserves 64 MiB of address space for each
+            # arena a new thread may open, which would make the room left depend on timing.
+            env=None if address_space_bytes is None else dict(os.environ, MALLOC_ARENA_MAX="1"),
         )
         # Drain both pipes for the whole life of the server so it never blocks on them.
         for pipe, name in ((self.proc.stdout, "stdout"), (self.proc.stderr, "stderr")):

@@ -2,6 +2,8 @@
 Prometheus's own `promtool check metrics`, the counters moving as calls are made, and who may
 read the metrics."""
 
+import json
+import pathlib
 import re
 import shutil
 import subprocess
@@ -142,3 +144,33 @@ def test_a_busy_http_port_is_an_error():
                                 capture_output=True, text=True, timeout=20)
         assert result.returncode == 1, result.stderr
         assert f'--http_listen: cannot serve HTTP on "{taken}"' in result.stderr, result.stderr
+
+
+DASHBOARDS = pathlib.Path(__file__).resolve().parents[2] / "dashboards"
+
+
+def test_shipped_prometheus_config_and_grafana_queries_pass_promtool(tmp_path):
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool (Debian package prometheus) is installed by scripts/setup.sh"
+    result = subprocess.run([promtool, "check", "config", str(DASHBOARDS / "prometheus.yml")],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Every query of the Grafana dashboard, as a recording rule: promtool parses the PromQL.
+    dashboard = json.loads((DASHBOARDS / "grafana-dashboard.json").read_text())
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    assert len(exprs) >= 8
+    rules = {"groups": [{"name": "grafana", "rules": [
+        {"record": f"pitlane:query_{i}", "expr": expr} for i, expr in enumerate(exprs)]}]}
+    (tmp_path / "rules.yml").write_text(json.dumps(rules))  # JSON is YAML.
+    result = subprocess.run([promtool, "check", "rules", str(tmp_path / "rules.yml")],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # And every metric they name is one the server serves (calls appear with the first).
+    with running_server(HTTP) as server, pitlane.Client(server.address) as client:
+        client.list_sessions()
+        page = get(f"http://{server.http_address()}/metrics")[2]
+    served = {line.split()[2] for line in page.splitlines() if line.startswith("# TYPE")}
+    for expr in exprs:
+        for name in re.findall(r"pitlane_[a-z_]+", expr):
+            base = re.sub(r"_(bucket|sum|count)$", "", name)
+            assert base in served, (name, expr)

@@ -1,0 +1,762 @@
+#include "server/web/foxglove_hub.h"
+
+#include <civetweb.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "server/auth/tokens.h"
+#include "server/session/random_id.h"
+#include "server/session/subscriber.h"
+#include "server/web/foxglove.h"
+#include "server/web/request.h"
+
+namespace pitlane::web {
+namespace {
+
+constexpr std::int64_t kLookRefresh_ns = 1'000'000'000;
+// How often a connection looks for sessions that came or went (and for a revoked token).
+constexpr std::int64_t kSessionRefresh_ns = 500'000'000;
+// Longest a writer sleeps without looking again (a rate-limited frame held back while the
+// session stopped ticking is taken on this timer).
+constexpr absl::Duration kWriterTick = absl::Milliseconds(50);
+// Client messages waiting for the writer; a client that sends faster is dropped.
+constexpr std::size_t kMaxInbox = 64;
+
+enum class ChannelKind { kScene, kMap, kWorldState, kContacts, kLog, kVehicle };
+
+const char* ClockModeName(session::ClockMode mode) {
+  switch (mode) {
+    case session::ClockMode::kLockstep:
+      return "lockstep";
+    case session::ClockMode::kRealtime:
+      return "realtime";
+    case session::ClockMode::kBarrier:
+      return "barrier";
+  }
+  return "unknown";
+}
+
+std::string TopicOf(absl::string_view session_id, ChannelKind kind, sim::VehicleId vehicle) {
+  switch (kind) {
+    case ChannelKind::kScene:
+      return absl::StrCat("/", session_id, "/scene");
+    case ChannelKind::kMap:
+      return absl::StrCat("/", session_id, "/map");
+    case ChannelKind::kWorldState:
+      return absl::StrCat("/", session_id, "/world_state");
+    case ChannelKind::kContacts:
+      return absl::StrCat("/", session_id, "/contacts");
+    case ChannelKind::kLog:
+      return absl::StrCat("/", session_id, "/log");
+    case ChannelKind::kVehicle:
+      return absl::StrCat("/", session_id, "/vehicle/", vehicle);
+  }
+  return "";
+}
+
+}  // namespace
+
+// SessionEncodings ------------------------------------------------------------------------
+
+SessionEncodings::Encoded& SessionEncodings::EncodedLocked(
+    const std::shared_ptr<const session::Frame>& frame) {
+  if (frame_address_ != frame.get() || frame_.lock() != frame) {
+    frame_ = frame;
+    frame_address_ = frame.get();
+    encoded_ = {};
+  }
+  return encoded_;
+}
+
+std::shared_ptr<const SessionLook> SessionEncodings::LookLocked(const session::Frame& frame) {
+  const std::int64_t now = clock_->NowNanos();
+  bool stale = look_ == nullptr || now - look_ns_ >= kLookRefresh_ns;
+  if (!stale) {
+    for (const sim::VehicleSnapshot& vehicle : frame.vehicles) {
+      if (!look_->vehicles.contains(vehicle.id)) {
+        stale = true;
+        break;
+      }
+    }
+  }
+  if (stale) {
+    look_ = std::make_shared<const SessionLook>(LookOf(session_->Describe(/*with_vehicles=*/true)));
+    look_ns_ = now;
+  }
+  return look_;
+}
+
+std::shared_ptr<const SessionLook> SessionEncodings::Look(const session::Frame& frame) {
+  absl::MutexLock lock(&mu_);
+  return LookLocked(frame);
+}
+
+std::shared_ptr<const std::string> SessionEncodings::Scene(
+    const std::shared_ptr<const session::Frame>& frame) {
+  absl::MutexLock lock(&mu_);
+  Encoded& encoded = EncodedLocked(frame);
+  if (encoded.scene == nullptr) {
+    encoded.scene = std::make_shared<const std::string>(SceneJson(*frame, *LookLocked(*frame)));
+  }
+  return encoded.scene;
+}
+
+std::shared_ptr<const std::string> SessionEncodings::WorldState(
+    const std::shared_ptr<const session::Frame>& frame) {
+  absl::MutexLock lock(&mu_);
+  Encoded& encoded = EncodedLocked(frame);
+  if (encoded.world_state == nullptr && world_state_ != nullptr && *world_state_) {
+    encoded.world_state = (*world_state_)(*session_, frame);
+  }
+  return encoded.world_state;
+}
+
+std::shared_ptr<const std::vector<std::string>> SessionEncodings::Telemetry(
+    const std::shared_ptr<const session::Frame>& frame) {
+  absl::MutexLock lock(&mu_);
+  Encoded& encoded = EncodedLocked(frame);
+  if (encoded.telemetry == nullptr) {
+    const std::shared_ptr<const SessionLook> look = LookLocked(*frame);
+    auto telemetry = std::make_shared<std::vector<std::string>>();
+    const std::size_t count = std::min(frame->vehicles.size(), kMaxVehicleChannels);
+    telemetry->reserve(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      const sim::VehicleSnapshot& vehicle = frame->vehicles[i];
+      const auto found = look->vehicles.find(vehicle.id);
+      telemetry->push_back(
+          TelemetryJson(*frame, vehicle, found != look->vehicles.end() ? &found->second : nullptr));
+    }
+    encoded.telemetry = std::move(telemetry);
+  }
+  return encoded.telemetry;
+}
+
+// FoxgloveConnection ----------------------------------------------------------------------
+
+// One WebSocket client: its channels and subscriptions, and the writer thread that sends to
+// it. civetweb's thread for the connection calls Receive and Close; everything else runs on
+// the writer.
+class FoxgloveConnection {
+ public:
+  FoxgloveConnection(FoxgloveHub* hub, std::unique_ptr<Visitor> visitor, double rate_hz)
+      : hub_(hub), visitor_(std::move(visitor)), rate_hz_(rate_hz) {}
+
+  void Start(mg_connection* connection) {
+    connection_ = connection;
+    writer_ = std::thread([this] { Run(); });
+  }
+
+  // A text message from the client (civetweb's thread). False: drop the connection.
+  bool Receive(std::string message) {
+    absl::MutexLock lock(&mu_);
+    if (inbox_.size() >= kMaxInbox) return false;
+    inbox_.push_back(std::move(message));
+    return true;
+  }
+
+  // civetweb's thread, when the connection ends: stops the writer and waits for it.
+  void Close() {
+    {
+      absl::MutexLock lock(&mu_);
+      closed_ = true;
+    }
+    if (writer_.joinable()) writer_.join();
+  }
+
+  void Wake() {
+    absl::MutexLock lock(&mu_);
+    wake_ = true;
+  }
+
+ private:
+  // The transport side of one session's subscriber: wakes the writer.
+  class Transport final : public session::SubscriberTransport {
+   public:
+    explicit Transport(FoxgloveConnection* connection) : connection_(connection) {}
+    void OnReady() override { connection_->Wake(); }
+    void OnClosed(const absl::Status& /*reason*/) override {
+      closed_.store(true);
+      connection_->Wake();
+    }
+    bool closed() const { return closed_.load(); }
+
+   private:
+    FoxgloveConnection* const connection_;
+    std::atomic<bool> closed_{false};
+  };
+
+  struct ChannelRef {
+    std::string session_id;
+    ChannelKind kind;
+    sim::VehicleId vehicle = 0;
+    std::optional<std::uint32_t> subscription;  // The client's id, when subscribed.
+  };
+
+  struct SessionState {
+    std::shared_ptr<SessionEncodings> encodings;
+    absl::flat_hash_map<ChannelKind, std::uint32_t> channels;  // Not kVehicle.
+    std::vector<std::pair<sim::VehicleId, std::uint32_t>> vehicle_channels;  // By id.
+    int subscribed = 0;  // Channels of this session subscribed to.
+    std::shared_ptr<Transport> transport;
+    std::shared_ptr<session::Subscriber> subscriber;
+    std::optional<std::uint64_t> map_sent;  // The fingerprint of the map last sent.
+    // The frame delivered last (sent at once to a channel subscribed later).
+    std::shared_ptr<const session::Frame> last_frame;
+    // Subscribed since the last frame was delivered: to be sent it.
+    std::vector<std::uint32_t> late;
+    // The vehicles of the frame the log channel saw last; unset until it has seen one.
+    std::optional<std::vector<sim::VehicleId>> log_ids;
+  };
+
+  void Run();
+  bool Send(int opcode, absl::string_view data);
+  bool SendText(absl::string_view text) { return Send(MG_WEBSOCKET_OPCODE_TEXT, text); }
+  bool SendStatus(foxglove::StatusLevel level, absl::string_view message) {
+    return SendText(foxglove::Status(level, message));
+  }
+  bool Handle(absl::string_view text);
+  bool Refresh();
+  bool AddSession(const std::shared_ptr<session::Session>& session);
+  bool RemoveSession(const std::string& id);
+  bool SyncVehicleChannels(SessionState& state, const session::Frame& frame);
+  bool Deliver(const std::string& id, SessionState& state);
+  // Sends `delivery` on the subscribed channels of the session (only on `only`, if set).
+  bool Publish(const std::string& id, SessionState& state, const session::Delivery& delivery,
+               std::optional<std::uint32_t> only);
+  void Subscribed(std::uint32_t channel_id, ChannelRef& channel, std::uint32_t subscription);
+  void Unsubscribed(ChannelRef& channel);
+  std::uint32_t NewChannel(const std::string& session_id, ChannelKind kind,
+                           sim::VehicleId vehicle, std::vector<foxglove::Channel>& advertise);
+
+  FoxgloveHub* const hub_;
+  const std::unique_ptr<Visitor> visitor_;
+  const double rate_hz_;
+  mg_connection* connection_ = nullptr;
+  std::thread writer_;
+
+  absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<std::string> inbox_ ABSL_GUARDED_BY(mu_);
+
+  // The writer's own.
+  std::uint32_t next_channel_ = 1;
+  absl::flat_hash_map<std::uint32_t, ChannelRef> channels_;
+  absl::flat_hash_map<std::uint32_t, std::uint32_t> subscriptions_;  // Client id -> channel.
+  absl::flat_hash_map<std::string, SessionState> sessions_;
+  std::int64_t refreshed_ns_ = 0;
+  bool failed_ = false;
+};
+
+bool FoxgloveConnection::Send(int opcode, absl::string_view data) {
+  if (failed_) return false;
+  // Blocks while the client's window is full, at most the endpoint's request timeout.
+  const int written = mg_websocket_write(connection_, opcode, data.data(), data.size());
+  if (written <= 0) {
+    failed_ = true;
+    return false;
+  }
+  hub_->bytes_sent()->Add(data.size());
+  return true;
+}
+
+std::uint32_t FoxgloveConnection::NewChannel(const std::string& session_id, ChannelKind kind,
+                                             sim::VehicleId vehicle,
+                                             std::vector<foxglove::Channel>& advertise) {
+  const std::uint32_t id = next_channel_++;
+  channels_[id] = ChannelRef{.session_id = session_id, .kind = kind, .vehicle = vehicle};
+  foxglove::Channel channel{.id = id, .topic = TopicOf(session_id, kind, vehicle),
+                            .encoding = "json", .schema_encoding = "jsonschema"};
+  const auto json_schema = [&channel](const char* name, const std::string& schema) {
+    channel.schema_name = name;
+    channel.schema = schema;
+  };
+  switch (kind) {
+    case ChannelKind::kScene:
+    case ChannelKind::kMap:
+      json_schema("foxglove.SceneUpdate", SceneUpdateSchema());
+      break;
+    case ChannelKind::kWorldState:
+      channel.encoding = "protobuf";
+      channel.schema_name = "pitlane.v1.WorldState";
+      channel.schema = absl::Base64Escape(hub_->options().world_state_descriptor_set);
+      channel.schema_encoding = "protobuf";
+      break;
+    case ChannelKind::kContacts:
+      json_schema("pitlane.Contacts", ContactsSchema());
+      break;
+    case ChannelKind::kLog:
+      json_schema("foxglove.Log", LogSchema());
+      break;
+    case ChannelKind::kVehicle:
+      json_schema("pitlane.VehicleTelemetry", VehicleTelemetrySchema());
+      break;
+  }
+  advertise.push_back(std::move(channel));
+  return id;
+}
+
+bool FoxgloveConnection::AddSession(const std::shared_ptr<session::Session>& session) {
+  SessionState state;
+  state.encodings = hub_->EncodingsFor(session);
+  std::vector<foxglove::Channel> advertise;
+  const std::string& id = session->id();
+  for (const ChannelKind kind : {ChannelKind::kScene, ChannelKind::kMap, ChannelKind::kContacts,
+                                 ChannelKind::kLog}) {
+    state.channels[kind] = NewChannel(id, kind, 0, advertise);
+  }
+  if (hub_->options().encode_world_state) {
+    state.channels[ChannelKind::kWorldState] = NewChannel(id, ChannelKind::kWorldState, 0, advertise);
+  }
+  SessionState& stored = sessions_[id] = std::move(state);
+  if (!SendText(foxglove::Advertise(advertise))) return false;
+  return SyncVehicleChannels(stored, *session->CurrentFrame());
+}
+
+bool FoxgloveConnection::RemoveSession(const std::string& id) {
+  const auto it = sessions_.find(id);
+  if (it == sessions_.end()) return true;
+  SessionState& state = it->second;
+  if (state.subscriber != nullptr) state.encodings->session()->Unsubscribe(state.subscriber.get());
+  std::vector<std::uint32_t> gone;
+  for (const auto& [kind, channel] : state.channels) gone.push_back(channel);
+  for (const auto& [vehicle, channel] : state.vehicle_channels) gone.push_back(channel);
+  for (const std::uint32_t channel : gone) {
+    const auto found = channels_.find(channel);
+    if (found != channels_.end() && found->second.subscription.has_value()) {
+      subscriptions_.erase(*found->second.subscription);
+    }
+    channels_.erase(channel);
+  }
+  sessions_.erase(it);
+  std::sort(gone.begin(), gone.end());
+  return SendText(foxglove::Unadvertise(gone));
+}
+
+bool FoxgloveConnection::SyncVehicleChannels(SessionState& state, const session::Frame& frame) {
+  // Both lists are by ascending id: merge them.
+  const std::size_t wanted = std::min(frame.vehicles.size(), kMaxVehicleChannels);
+  std::vector<std::pair<sim::VehicleId, std::uint32_t>> kept;
+  std::vector<foxglove::Channel> advertise;
+  std::vector<std::uint32_t> gone;
+  std::size_t old = 0;
+  const std::string& id = state.encodings->session()->id();
+  for (std::size_t i = 0; i < wanted; ++i) {
+    const sim::VehicleId vehicle = frame.vehicles[i].id;
+    while (old < state.vehicle_channels.size() && state.vehicle_channels[old].first < vehicle) {
+      gone.push_back(state.vehicle_channels[old++].second);
+    }
+    if (old < state.vehicle_channels.size() && state.vehicle_channels[old].first == vehicle) {
+      kept.push_back(state.vehicle_channels[old++]);
+    } else {
+      kept.emplace_back(vehicle, NewChannel(id, ChannelKind::kVehicle, vehicle, advertise));
+    }
+  }
+  while (old < state.vehicle_channels.size()) gone.push_back(state.vehicle_channels[old++].second);
+  if (advertise.empty() && gone.empty()) return true;
+  for (const std::uint32_t channel : gone) {
+    const auto found = channels_.find(channel);
+    if (found != channels_.end()) {
+      if (found->second.subscription.has_value()) {
+        subscriptions_.erase(*found->second.subscription);
+        Unsubscribed(found->second);
+      }
+      channels_.erase(found);
+    }
+  }
+  state.vehicle_channels = std::move(kept);
+  if (!gone.empty() && !SendText(foxglove::Unadvertise(gone))) return false;
+  return advertise.empty() || SendText(foxglove::Advertise(advertise));
+}
+
+void FoxgloveConnection::Subscribed(std::uint32_t channel_id, ChannelRef& channel,
+                                    std::uint32_t subscription) {
+  channel.subscription = subscription;
+  SessionState& state = sessions_.at(channel.session_id);
+  if (channel.kind == ChannelKind::kMap) state.map_sent.reset();  // Send it to the new one.
+  if (channel.kind == ChannelKind::kLog) state.log_ids.reset();
+  if (state.subscribed++ > 0) {
+    // The session's subscriber is there already: send the frame it delivered last.
+    if (state.last_frame != nullptr) state.late.push_back(channel_id);
+    return;
+  }
+  state.transport = std::make_shared<Transport>(this);
+  state.subscriber = std::make_shared<session::Subscriber>(
+      session::SubscriberOptions{.max_rate_hz = rate_hz_}, state.transport,
+      &state.encodings->session()->clock());
+  // The session may be gone meanwhile: the next refresh removes it.
+  (void)state.encodings->session()->Subscribe(state.subscriber);
+}
+
+void FoxgloveConnection::Unsubscribed(ChannelRef& channel) {
+  channel.subscription.reset();
+  const auto it = sessions_.find(channel.session_id);
+  if (it == sessions_.end()) return;
+  SessionState& state = it->second;
+  if (--state.subscribed > 0) return;
+  if (state.subscriber != nullptr) state.encodings->session()->Unsubscribe(state.subscriber.get());
+  state.subscriber.reset();
+  state.transport.reset();
+  state.last_frame.reset();
+  state.late.clear();
+}
+
+bool FoxgloveConnection::Handle(absl::string_view text) {
+  const absl::StatusOr<foxglove::ClientMessage> message = foxglove::ParseClientMessage(text);
+  if (!message.ok()) {
+    return SendStatus(foxglove::StatusLevel::kError, message.status().message());
+  }
+  if (message->op == foxglove::ClientMessage::Op::kSubscribe) {
+    for (const foxglove::Subscription& subscription : message->subscriptions) {
+      const auto channel = channels_.find(subscription.channel_id);
+      if (channel == channels_.end()) {
+        if (!SendStatus(foxglove::StatusLevel::kWarning,
+                        absl::StrCat("channelId: no channel ", subscription.channel_id,
+                                     " (it may have been unadvertised)"))) {
+          return false;
+        }
+        continue;
+      }
+      if (subscriptions_.contains(subscription.id) || channel->second.subscription.has_value()) {
+        if (!SendStatus(foxglove::StatusLevel::kError,
+                        absl::StrCat("subscriptions: id ", subscription.id, " or channel ",
+                                     subscription.channel_id, " is already subscribed"))) {
+          return false;
+        }
+        continue;
+      }
+      Subscribed(channel->first, channel->second, subscription.id);
+      subscriptions_[subscription.id] = subscription.channel_id;
+    }
+    Wake();  // Deliver to the new subscriptions without waiting for the next frame.
+    return true;
+  }
+  for (const std::uint32_t id : message->subscription_ids) {
+    const auto subscription = subscriptions_.find(id);
+    if (subscription == subscriptions_.end()) continue;  // Already gone with its channel.
+    const auto channel = channels_.find(subscription->second);
+    subscriptions_.erase(subscription);
+    if (channel != channels_.end()) Unsubscribed(channel->second);
+  }
+  return true;
+}
+
+bool FoxgloveConnection::Refresh() {
+  if (visitor_ != nullptr && !visitor_->StillValid()) {
+    SendStatus(foxglove::StatusLevel::kError, "token: revoked; this connection ends");
+    return false;
+  }
+  std::vector<std::shared_ptr<session::Session>> visible;
+  for (std::shared_ptr<session::Session>& session : hub_->sessions().List()) {
+    if (visitor_ == nullptr || visitor_->MaySee(session->id())) visible.push_back(std::move(session));
+  }
+  std::vector<std::string> gone;
+  for (const auto& [id, state] : sessions_) {
+    const bool still = std::any_of(visible.begin(), visible.end(), [&](const auto& session) {
+      return session == state.encodings->session();
+    });
+    if (!still || (state.transport != nullptr && state.transport->closed())) gone.push_back(id);
+  }
+  for (const std::string& id : gone) {
+    if (!RemoveSession(id)) return false;
+  }
+  for (const std::shared_ptr<session::Session>& session : visible) {
+    if (!sessions_.contains(session->id()) && !AddSession(session)) return false;
+  }
+  return true;
+}
+
+bool FoxgloveConnection::Deliver(const std::string& id, SessionState& state) {
+  std::optional<session::Delivery> delivery = state.subscriber->Take();
+  if (!delivery.has_value()) return true;
+  if (delivery->skipped_frames > 0) hub_->frames_skipped()->Add(delivery->skipped_frames);
+  hub_->frames_sent()->Add();
+  if (!SyncVehicleChannels(state, *delivery->frame)) return false;
+  state.last_frame = delivery->frame;
+  return Publish(id, state, *delivery, std::nullopt);
+}
+
+bool FoxgloveConnection::Publish(const std::string& id, SessionState& state,
+                                 const session::Delivery& delivery,
+                                 std::optional<std::uint32_t> only) {
+  const std::shared_ptr<const session::Frame>& frame = delivery.frame;
+  const std::uint64_t ns = TimestampNs(frame->time);
+  SessionEncodings& encodings = *state.encodings;
+  const auto channel_of = [&](ChannelKind kind) -> ChannelRef* {
+    const auto it = state.channels.find(kind);
+    if (it == state.channels.end() || (only.has_value() && *only != it->second)) return nullptr;
+    ChannelRef& channel = channels_[it->second];
+    return channel.subscription.has_value() ? &channel : nullptr;
+  };
+  const auto publish = [&](const ChannelRef* channel, absl::string_view payload) {
+    return Send(MG_WEBSOCKET_OPCODE_BINARY,
+                foxglove::MessageData(*channel->subscription, ns, payload));
+  };
+  if (const ChannelRef* channel = channel_of(ChannelKind::kScene)) {
+    if (!publish(channel, *encodings.Scene(frame))) return false;
+  }
+  if (const ChannelRef* channel = channel_of(ChannelKind::kMap)) {
+    const std::shared_ptr<const SessionLook> look = encodings.Look(*frame);
+    if (state.map_sent != look->map_fingerprint) {
+      if (!publish(channel, MapJson(*look, frame->time))) return false;
+      state.map_sent = look->map_fingerprint;
+    }
+  }
+  if (const ChannelRef* channel = channel_of(ChannelKind::kWorldState)) {
+    const std::shared_ptr<const std::string> bytes = encodings.WorldState(frame);
+    if (bytes != nullptr && !publish(channel, *bytes)) return false;
+  }
+  if (const ChannelRef* channel = channel_of(ChannelKind::kContacts)) {
+    if (!publish(channel, ContactsJson(*frame, delivery.events))) return false;
+  }
+  if (const ChannelRef* channel = channel_of(ChannelKind::kLog)) {
+    std::vector<std::string> lines;
+    std::vector<sim::VehicleId> ids;
+    ids.reserve(frame->vehicles.size());
+    for (const sim::VehicleSnapshot& vehicle : frame->vehicles) ids.push_back(vehicle.id);
+    if (!state.log_ids.has_value()) {
+      // A new reader of the log: what it is watching.
+      const session::SessionDescription description = encodings.session()->Describe(false);
+      lines.push_back(LogJson(
+          frame->time, 2, id,
+          absl::StrCat("watching session \"", description.config.name, "\": ",
+                       frame->vehicles.size(), " vehicles, ", description.obstacle_count,
+                       " obstacles, tick ", frame->time.tick, ", ",
+                       ClockModeName(description.config.clock.mode), " clock",
+                       description.config.clock.paused ? " (paused)" : "")));
+    } else {
+      if (delivery.first_frame) {
+        lines.push_back(LogJson(frame->time, 3, id, "the session was reset"));
+      }
+      const std::vector<sim::VehicleId>& before = *state.log_ids;
+      std::vector<sim::VehicleId> added;
+      std::vector<sim::VehicleId> removed;
+      std::set_difference(ids.begin(), ids.end(), before.begin(), before.end(),
+                          std::back_inserter(added));
+      std::set_difference(before.begin(), before.end(), ids.begin(), ids.end(),
+                          std::back_inserter(removed));
+      static constexpr std::size_t kListed = 20;
+      const auto list = [](const std::vector<sim::VehicleId>& list) {
+        std::string text;
+        for (std::size_t i = 0; i < std::min(list.size(), kListed); ++i) {
+          absl::StrAppend(&text, i > 0 ? ", " : "", list[i]);
+        }
+        if (list.size() > kListed) absl::StrAppend(&text, " and ", list.size() - kListed, " more");
+        return text;
+      };
+      if (!added.empty()) {
+        lines.push_back(LogJson(frame->time, 2, id,
+                                absl::StrCat("vehicles added: ", list(added))));
+      }
+      if (!removed.empty()) {
+        lines.push_back(LogJson(frame->time, 2, id,
+                                absl::StrCat("vehicles removed: ", list(removed))));
+      }
+    }
+    for (const sim::ContactEvent& event : delivery.events.events) {
+      if (event.phase != sim::ContactPhase::kBegan) continue;
+      lines.push_back(LogJson(
+          frame->time, 3, id,
+          absl::StrCat("contact: vehicle ", event.contact.pair.vehicle, " and ",
+                       OtherKindName(event.contact.pair.other_kind), " ",
+                       event.contact.pair.other_id, " at tick ", event.tick)));
+      if (lines.size() >= 50) break;  // A pile-up is summarised by the contacts channel.
+    }
+    for (const std::string& line : lines) {
+      if (!publish(channel, line)) return false;
+    }
+    state.log_ids = std::move(ids);
+  }
+  // Vehicle telemetry, for the subscribed vehicles only.
+  std::shared_ptr<const std::vector<std::string>> telemetry;
+  for (std::size_t i = 0; i < state.vehicle_channels.size(); ++i) {
+    if (only.has_value() && *only != state.vehicle_channels[i].second) continue;
+    const ChannelRef& channel = channels_[state.vehicle_channels[i].second];
+    if (!channel.subscription.has_value()) continue;
+    if (telemetry == nullptr) telemetry = encodings.Telemetry(frame);
+    // vehicle_channels follows frame->vehicles (SyncVehicleChannels above): same index.
+    if (i < telemetry->size() && !publish(&channel, (*telemetry)[i])) return false;
+  }
+  return true;
+}
+
+void FoxgloveConnection::Run() {
+  const session::Clock& clock = hub_->clock();
+  bool ok = SendText(foxglove::ServerInfo(hub_->options().server_name, hub_->instance_id())) &&
+            Refresh();
+  refreshed_ns_ = clock.NowNanos();
+  while (ok) {
+    std::deque<std::string> inbox;
+    {
+      absl::MutexLock lock(&mu_);
+      const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return wake_ || closed_ || !inbox_.empty();
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&ready), kWriterTick);
+      if (closed_) break;
+      wake_ = false;
+      inbox.swap(inbox_);
+    }
+    for (const std::string& text : inbox) {
+      if (!(ok = Handle(text))) break;
+    }
+    if (!ok) break;
+    if (clock.NowNanos() - refreshed_ns_ >= kSessionRefresh_ns) {
+      refreshed_ns_ = clock.NowNanos();
+      if (!(ok = Refresh())) break;
+    }
+    for (auto& [id, state] : sessions_) {
+      if (state.subscriber != nullptr && !(ok = Deliver(id, state))) break;
+      // Channels subscribed after the frame they have not had yet was delivered.
+      std::vector<std::uint32_t> late;
+      late.swap(state.late);
+      for (const std::uint32_t channel : late) {
+        if (state.last_frame == nullptr) break;
+        const session::Delivery delivery{.frame = state.last_frame};
+        if (!(ok = Publish(id, state, delivery, channel))) break;
+      }
+      if (!ok) break;
+    }
+  }
+  for (auto& [id, state] : sessions_) {
+    if (state.subscriber != nullptr) state.encodings->session()->Unsubscribe(state.subscriber.get());
+  }
+  sessions_.clear();
+  if (!failed_) {
+    // Ended by the server (a revoked token): say goodbye; the client then closes.
+    mg_websocket_write(connection_, MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE, "\x03\xe8", 2);
+  }
+}
+
+// FoxgloveHub ------------------------------------------------------------------------------
+
+FoxgloveHub::FoxgloveHub(FoxgloveOptions options, session::SessionManager* sessions,
+                         const session::Clock* clock, metrics::Registry* metrics)
+    : options_(std::move(options)),
+      sessions_(sessions),
+      clock_(clock),
+      connections_(std::make_shared<std::atomic<std::int64_t>>(0)) {
+  // Tells a client that reconnects whether it reached the same server (or must forget what
+  // it knew): random for each start.
+  const absl::StatusOr<std::string> id = session::NewSessionId();
+  instance_id_ = id.ok() ? *id : absl::StrCat("pitlane-", clock->NowNanos());
+  bytes_sent_ = metrics->AddCounter("pitlane_web_bytes_sent_total",
+                                    "Bytes sent to WebSocket clients (Foxglove and the viewer).");
+  frames_sent_ = metrics->AddCounter("pitlane_web_frames_sent_total",
+                                     "Frames delivered to WebSocket clients.");
+  frames_skipped_ = metrics->AddCounter(
+      "pitlane_web_frames_skipped_total",
+      "Frames a WebSocket client was too slow to take (a newer one replaced them).");
+  std::weak_ptr<std::atomic<std::int64_t>> count = connections_;
+  metrics->AddGauge("pitlane_web_connections", "Open WebSocket connections, by protocol.",
+                    [count] {
+                      const auto live = count.lock();
+                      return std::vector<metrics::Sample>{
+                          {{{"protocol", "foxglove"}}, live == nullptr ? 0.0 : double(live->load())}};
+                    });
+}
+
+FoxgloveHub::~FoxgloveHub() = default;
+
+std::shared_ptr<SessionEncodings> FoxgloveHub::EncodingsFor(
+    const std::shared_ptr<session::Session>& session) {
+  absl::MutexLock lock(&mu_);
+  std::weak_ptr<SessionEncodings>& slot = encodings_[session->id()];
+  std::shared_ptr<SessionEncodings> encodings = slot.lock();
+  if (encodings == nullptr || encodings->session() != session) {
+    encodings = std::make_shared<SessionEncodings>(session, &options_.encode_world_state, clock_);
+    slot = encodings;
+  }
+  // Forget the sessions nobody watches any more.
+  absl::erase_if(encodings_, [](const auto& entry) { return entry.second.expired(); });
+  encodings_[session->id()] = encodings;
+  return encodings;
+}
+
+int FoxgloveHub::OnConnect(const mg_connection* connection, void* hub_data) {
+  auto* hub = static_cast<FoxgloveHub*>(hub_data);
+  auto* mutable_connection = const_cast<mg_connection*>(connection);
+  const mg_request_info* request = mg_get_request_info(connection);
+  const RequestQuery query(request != nullptr ? request->query_string : nullptr);
+  // Foxglove's clients offer the subprotocol; a client that does not would not understand.
+  const char* offered = mg_get_header(connection, "Sec-WebSocket-Protocol");
+  bool speaks = false;
+  if (offered != nullptr) {
+    for (absl::string_view protocol : absl::StrSplit(offered, ',')) {
+      speaks = speaks || absl::StripAsciiWhitespace(protocol) == foxglove::kSubprotocol;
+    }
+  }
+  if (!speaks) {
+    RespondText(mutable_connection, 400, "Bad Request",
+                absl::StrCat("Sec-WebSocket-Protocol: offer ", foxglove::kSubprotocol, "\n"));
+    return 1;
+  }
+  double rate_hz = hub->options_.default_rate_hz;
+  if (const std::optional<absl::string_view> rate = query.Get("rate_hz")) {
+    if (!absl::SimpleAtod(*rate, &rate_hz) || !(rate_hz >= kMinRateHz && rate_hz <= kMaxRateHz)) {
+      RespondText(mutable_connection, 400, "Bad Request",
+                  absl::StrCat("rate_hz: must be a number in [", kMinRateHz, ", ", kMaxRateHz,
+                               "] (frames a second), got \"", absl::CHexEscape(rate->substr(0, 40)),
+                               "\"\n"));
+      return 1;
+    }
+  }
+  std::unique_ptr<Visitor> visitor;
+  if (hub->options_.authenticate) {
+    absl::StatusOr<std::unique_ptr<Visitor>> authenticated =
+        hub->options_.authenticate(TokenOf(mutable_connection, query));
+    if (!authenticated.ok()) {
+      RespondText(mutable_connection, 401, "Unauthorized",
+                  absl::StrCat(authenticated.status().message(), "\n"),
+                  "WWW-Authenticate: Bearer realm=\"pitlane\"\r\n");
+      return 1;
+    }
+    visitor = *std::move(authenticated);
+  }
+  auto* state = new FoxgloveConnection(hub, std::move(visitor), rate_hz);
+  mg_set_user_connection_data(connection, state);
+  hub->connections_->fetch_add(1);
+  return 0;
+}
+
+void FoxgloveHub::OnReady(mg_connection* connection, void* /*hub*/) {
+  auto* state = static_cast<FoxgloveConnection*>(mg_get_user_connection_data(connection));
+  if (state != nullptr) state->Start(connection);
+}
+
+int FoxgloveHub::OnData(mg_connection* connection, int bits, char* data, std::size_t size,
+                        void* /*hub*/) {
+  auto* state = static_cast<FoxgloveConnection*>(mg_get_user_connection_data(connection));
+  if (state == nullptr) return 0;
+  switch (bits & 0x0F) {
+    case MG_WEBSOCKET_OPCODE_TEXT:
+      return state->Receive(std::string(data, size)) ? 1 : 0;
+    case MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE:
+      return 0;
+    default:
+      return 1;  // Binary client messages (publishing, services) are not offered: ignored.
+  }
+}
+
+void FoxgloveHub::OnClose(const mg_connection* connection, void* hub_data) {
+  auto* hub = static_cast<FoxgloveHub*>(hub_data);
+  auto* state = static_cast<FoxgloveConnection*>(mg_get_user_connection_data(connection));
+  if (state == nullptr) return;
+  state->Close();
+  delete state;
+  mg_set_user_connection_data(connection, nullptr);
+  hub->connections_->fetch_sub(1);
+}
+
+}  // namespace pitlane::web

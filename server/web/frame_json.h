@@ -1,0 +1,79 @@
+// A session's frames as the web endpoint sends them, in JSON: foxglove.SceneUpdate for the 3D
+// panel (the vehicles each frame; the map, which changes rarely, on a channel of its own),
+// per-vehicle telemetry for plots, contacts and foxglove.Log lines. Units are the API's:
+// metres, radians, seconds; the world frame is "world" (x east, y north, z up).
+#ifndef PITLANE_SERVER_WEB_FRAME_JSON_H_
+#define PITLANE_SERVER_WEB_FRAME_JSON_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "server/session/frame.h"
+#include "server/session/session.h"
+#include "server/sim/vehicles/vehicle.h"
+#include "server/sim/world/obstacle.h"
+
+namespace pitlane::web {
+
+// What a frame does not say of a vehicle: its name, model, body and whether a built-in
+// driver steers it.
+struct VehicleLook {
+  std::string name;
+  sim::ModelKind kind = sim::ModelKind::kKinematicBicycle;
+  sim::BodyParams body;
+  bool has_driver = false;
+};
+
+// A session's look beyond its frames: its vehicles' bodies and the map.
+struct SessionLook {
+  std::string id;
+  std::string name;
+  absl::flat_hash_map<sim::VehicleId, VehicleLook> vehicles;
+  std::vector<sim::Obstacle> obstacles;
+  std::vector<sim::Route> routes;
+  std::vector<std::string> route_names;
+  std::optional<sim::WorldBounds> bounds;
+  std::vector<session::SpawnPoint> spawn_points;
+  // Equal for equal maps (obstacles, routes, bounds, spawn points): the map is sent again
+  // when it changes.
+  std::uint64_t map_fingerprint = 0;
+};
+
+// From a description with its vehicles and obstacles (Session::Describe(true)).
+SessionLook LookOf(const session::SessionDescription& description);
+
+// The timestamp of a frame on the session's clock, ns (what Foxglove plots against).
+std::uint64_t TimestampNs(const session::SimTime& time);
+
+// foxglove.SceneUpdate: one entity per vehicle ("vehicle/<id>": its body as a cube coloured
+// by state, an arrow for its heading, a label with its name or id and speed), those in
+// contact red. Vehicles missing from `look` are drawn with the default body.
+std::string SceneJson(const session::Frame& frame, const SessionLook& look);
+// foxglove.SceneUpdate of the map: routes as lines as wide as their lanes, walls, obstacles
+// as boxes, spawn points as arrows.
+std::string MapJson(const SessionLook& look, const session::SimTime& time);
+// One vehicle's telemetry (pitlane.VehicleTelemetry, schema VehicleTelemetrySchema()).
+std::string TelemetryJson(const session::Frame& frame, const sim::VehicleSnapshot& vehicle,
+                          const VehicleLook* look);
+// The contacts in effect and the events since the previous delivery (pitlane.Contacts).
+std::string ContactsJson(const session::Frame& frame, const session::FrameEvents& events);
+// foxglove.Log: level 2 info, 3 warning.
+std::string LogJson(const session::SimTime& time, int level, absl::string_view name,
+                    absl::string_view message);
+
+// "vehicle", "obstacle" or "wall".
+const char* OtherKindName(sim::ObjectKind kind);
+
+// JSON Schemas of what the functions above write (advertised with each channel).
+const std::string& SceneUpdateSchema();
+const std::string& VehicleTelemetrySchema();
+const std::string& ContactsSchema();
+const std::string& LogSchema();
+
+}  // namespace pitlane::web
+
+#endif  // PITLANE_SERVER_WEB_FRAME_JSON_H_

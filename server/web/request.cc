@@ -1,0 +1,92 @@
+#include "server/web/request.h"
+
+#include <civetweb.h>
+
+#include <cstring>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "server/auth/tokens.h"
+
+namespace pitlane::web {
+namespace {
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// application/x-www-form-urlencoded: '+' is a space, %XX a byte; a malformed escape is kept.
+std::string Decode(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '+') {
+      out.push_back(' ');
+    } else if (text[i] == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 && HexValue(text[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(HexValue(text[i + 1]) * 16 + HexValue(text[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+RequestQuery::RequestQuery(const char* query_string) {
+  if (query_string == nullptr) return;
+  for (const absl::string_view part : absl::StrSplit(query_string, '&', absl::SkipEmpty())) {
+    if (parameters_.size() >= kMaxParameters) break;
+    const std::size_t equals = part.find('=');
+    parameters_.emplace_back(Decode(part.substr(0, equals)),
+                             equals == absl::string_view::npos ? "" : Decode(part.substr(equals + 1)));
+  }
+}
+
+std::optional<absl::string_view> RequestQuery::Get(absl::string_view name) const {
+  for (const auto& [key, value] : parameters_) {
+    if (key == name) return value;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> TokenOf(mg_connection* connection, const RequestQuery& query) {
+  if (const char* header = mg_get_header(connection, "Authorization"); header != nullptr) {
+    const absl::StatusOr<absl::string_view> token = auth::BearerToken(header);
+    return token.ok() ? std::string(*token) : std::string(header);
+  }
+  if (const std::optional<absl::string_view> token = query.Get("token")) {
+    return std::string(*token);
+  }
+  if (const char* cookies = mg_get_header(connection, "Cookie"); cookies != nullptr) {
+    for (absl::string_view cookie : absl::StrSplit(cookies, ';')) {
+      cookie = absl::StripAsciiWhitespace(cookie);
+      if (absl::ConsumePrefix(&cookie, "pitlane_token=")) return std::string(cookie);
+    }
+  }
+  return std::nullopt;
+}
+
+int Respond(mg_connection* connection, int status, absl::string_view reason,
+            absl::string_view content_type, absl::string_view body,
+            absl::string_view extra_headers) {
+  const mg_request_info* request = mg_get_request_info(connection);
+  const bool head = request != nullptr && request->request_method != nullptr &&
+                    std::strcmp(request->request_method, "HEAD") == 0;
+  const std::string header = absl::StrCat(
+      "HTTP/1.1 ", status, " ", reason, "\r\nContent-Type: ", content_type,
+      "\r\nContent-Length: ", body.size(),
+      "\r\nCache-Control: no-store\r\nConnection: close\r\n", extra_headers, "\r\n");
+  mg_write(connection, header.data(), header.size());
+  if (!head) mg_write(connection, body.data(), body.size());
+  return status;
+}
+
+}  // namespace pitlane::web

@@ -1,0 +1,47 @@
+// What the web endpoint reads of a request: its query parameters and the token it shows.
+#ifndef PITLANE_SERVER_WEB_REQUEST_H_
+#define PITLANE_SERVER_WEB_REQUEST_H_
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+struct mg_connection;
+
+namespace pitlane::web {
+
+// A query string's parameters, percent-decoded ("a=1&b=x%20y"). At most kMaxParameters are
+// read; a name given twice keeps its first value.
+class RequestQuery {
+ public:
+  static constexpr std::size_t kMaxParameters = 32;
+  explicit RequestQuery(const char* query_string);
+  std::optional<absl::string_view> Get(absl::string_view name) const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> parameters_;
+};
+
+// The token a request shows: `Authorization: Bearer <token>`, else the `token` query parameter
+// (a browser cannot set headers on a WebSocket), else the `pitlane_token` cookie. nullopt if
+// none; a malformed value is returned as is, for the authenticator to refuse.
+std::optional<std::string> TokenOf(mg_connection* connection, const RequestQuery& query);
+
+// Writes a complete response with a body (none for HEAD), closing the connection after it;
+// returns `status` (for civetweb's log). `extra_headers`: whole lines, each ending in "\r\n".
+int Respond(mg_connection* connection, int status, absl::string_view reason,
+            absl::string_view content_type, absl::string_view body,
+            absl::string_view extra_headers = "");
+
+// Respond with a text/plain body.
+inline int RespondText(mg_connection* connection, int status, absl::string_view reason,
+                       absl::string_view body, absl::string_view extra_headers = "") {
+  return Respond(connection, status, reason, "text/plain; charset=utf-8", body, extra_headers);
+}
+
+}  // namespace pitlane::web
+
+#endif  // PITLANE_SERVER_WEB_REQUEST_H_
