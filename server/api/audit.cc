@@ -17,7 +17,7 @@ bool IsSecretKey(absl::string_view key) {
 }  // namespace
 
 std::string FormatAuditLine(absl::string_view peer, absl::string_view action,
-                            std::initializer_list<AuditField> fields) {
+                            absl::Span<const AuditField> fields) {
   std::string line = absl::StrCat("audit: peer=", Echo(peer), " action=", Echo(action));
   for (const AuditField& field : fields) {
     absl::StrAppend(&line, " ", Echo(field.key), "=\"",
@@ -27,7 +27,7 @@ std::string FormatAuditLine(absl::string_view peer, absl::string_view action,
 }
 
 void Audit(absl::string_view peer, absl::string_view action,
-           std::initializer_list<AuditField> fields) {
+           absl::Span<const AuditField> fields) {
   static const session::SteadyClock* const clock = new session::SteadyClock();
   static LogRateLimiter* const limiter =
       new LogRateLimiter(clock, kAuditLinesPerSecond, kAuditBurstLines);

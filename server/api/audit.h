@@ -24,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "server/session/clock.h"
@@ -51,12 +52,12 @@ struct AuditField {
 // grpc::ServerContext::peer(); `action` a fixed name like "session.create"; never pass a token
 // (a field whose key contains "token" or "secret" is written as [redacted]). Thread-safe.
 void Audit(absl::string_view peer, absl::string_view action,
-           std::initializer_list<AuditField> fields = {});
+           absl::Span<const AuditField> fields = {});
 
 // The audit line Audit writes, without the rate limit: for tests and for callers that log
 // through their own limiter.
 std::string FormatAuditLine(absl::string_view peer, absl::string_view action,
-                            std::initializer_list<AuditField> fields);
+                            absl::Span<const AuditField> fields);
 
 // A token bucket: `rate_per_s` lines a second on average, at most `burst` at once. Counts the
 // lines it refuses so that the next line let through can say how many were lost. Thread-safe.

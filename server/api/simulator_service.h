@@ -75,6 +75,12 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   // Calls answered, by method and code.
   RpcCounts& rpcs() { return rpcs_; }
 
+  // What a reset of `session_id` made outside a call (the web viewer) must be followed by, as
+  // ResetSession does: its drivers' tokens revoked and their streams ended.
+  void AfterReset(absl::string_view session_id) {
+    EndStreams(access_.tokens().RevokeDrivers(session_id));
+  }
+
   // `frame` of `session` as a serialized WorldState, encoded once for every stream (and the
   // web endpoint's channels) that sends it.
   std::shared_ptr<const std::string> EncodeFrame(const session::Session& session,

@@ -35,20 +35,28 @@ std::string Banner(absl::string_view bound_address, absl::string_view host_name,
       "  Health:  grpc.health.v1.Health/Check; reflection is on (grpcurl -plaintext %s list)\n"
       "  Stop:    Ctrl-C\n",
       connect.local, connect.local);
-  if (!http_address.empty()) {
-    absl::StrAppend(&banner, "  HTTP:    http://", ConnectAddressesFor(http_address, host_name).local,
-                    "/metrics (Prometheus), /healthz, /readyz\n");
+  const std::string http =
+      http_address.empty() ? "" : ConnectAddressesFor(http_address, host_name).local;
+  if (!http.empty()) {
+    absl::StrAppend(&banner, "  Viewer:  http://", http, "/ in a browser; Foxglove and Lichtblick: ws://",
+                    http, "/foxglove\n");
+    absl::StrAppend(&banner, "  HTTP:    http://", http, "/metrics (Prometheus), /healthz, /readyz\n");
   }
   if (!metrics_address.empty()) {
     absl::StrAppend(&banner, "  Metrics: http://",
                     ConnectAddressesFor(metrics_address, host_name).local, "/metrics\n");
   }
   if (!startup_session_id.empty()) {
+    absl::StrAppendFormat(&banner, "  Scenario \"%s\" is running as session %s; watch it:\n",
+                          startup_scenario, startup_session_id);
+    if (!http.empty()) {
+      absl::StrAppendFormat(&banner, "    in a browser: http://%s/?session=%s\n", http,
+                            startup_session_id);
+    }
     absl::StrAppendFormat(&banner,
-                          "  Scenario \"%s\" is running as session %s; watch it:\n"
-                          "    PYTHONPATH=client/python /usr/bin/python3 "
+                          "    in a terminal: PYTHONPATH=client/python /usr/bin/python3 "
                           "client/python/examples/watch.py --address %s --session %s\n",
-                          startup_scenario, startup_session_id, connect.local, startup_session_id);
+                          connect.local, startup_session_id);
   }
   return banner;
 }

@@ -49,6 +49,15 @@ TEST(BannerTest, LoopbackBannerNamesTheAddressAndTheStartupSession) {
   EXPECT_THAT(banner, Not(HasSubstr("Connect:")));
   EXPECT_THAT(banner, HasSubstr("Scenario \"demo\" is running as session s-abc"));
   EXPECT_THAT(banner, HasSubstr("--address 127.0.0.1:4000 --session s-abc"));
+  EXPECT_THAT(banner, Not(HasSubstr("browser")));  // No HTTP endpoint.
+}
+
+TEST(BannerTest, NamesTheViewerForTheStartupSession) {
+  const std::string banner = Banner("0.0.0.0:4000", "lab-3", "demo", "s-abc", "0.0.0.0:8080", "");
+  EXPECT_THAT(banner, HasSubstr("Viewer:  http://127.0.0.1:8080/ in a browser; Foxglove and "
+                                "Lichtblick: ws://127.0.0.1:8080/foxglove\n"));
+  EXPECT_THAT(banner, HasSubstr("HTTP:    http://127.0.0.1:8080/metrics"));
+  EXPECT_THAT(banner, HasSubstr("in a browser: http://127.0.0.1:8080/?session=s-abc\n"));
 }
 
 }  // namespace

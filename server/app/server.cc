@@ -5,6 +5,7 @@
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/api/audit.h"
 #include "server/api/frame_encoder.h"
 #include "server/api/wire.h"
 
@@ -28,7 +29,16 @@ class AccessVisitor final : public web::Visitor {
   bool MaySee(absl::string_view session_id) const override {
     return access_->MaySee(caller_, session_id);
   }
+  absl::Status MayControl(absl::string_view session_id) const override {
+    return access_->Check(caller_, auth::Need::kOwn, session_id, std::nullopt,
+                          session::NoSuchSession(session_id));
+  }
   bool StillValid() const override { return access_->StillValid(caller_); }
+  std::string Who() const override {
+    return caller_.grant == nullptr
+               ? "anyone"
+               : absl::StrCat(auth::RoleName(caller_.grant->role), " ", caller_.token_id());
+  }
 
  private:
   const api::Access* const access_;
@@ -120,11 +130,26 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
         return std::make_unique<AccessVisitor>(access, *std::move(caller));
       };
     }
+    server->viewer_api_ = std::make_unique<web::ViewerApi>(web::ViewerApiOptions{
+        .sessions = &server->sessions_,
+        .authenticate = foxglove.authenticate,
+        .audit =
+            [](absl::string_view peer, absl::string_view action,
+               const std::vector<std::pair<std::string, std::string>>& fields) {
+              std::vector<api::AuditField> audit_fields;
+              audit_fields.reserve(fields.size());
+              for (const auto& [key, value] : fields) audit_fields.emplace_back(key, value);
+              api::Audit(peer, action, audit_fields);
+            },
+        .after_reset = [service = &server->service_](absl::string_view id) {
+          service->AfterReset(id);
+        }});
     server->foxglove_ = std::make_unique<web::FoxgloveHub>(
         std::move(foxglove), &server->sessions_,
         options.clock != nullptr ? options.clock : &server->steady_clock_, &server->metrics_);
     web::HttpOptions http{.listen_address = options.http_listen_address,
-                          .foxglove = server->foxglove_.get()};
+                          .foxglove = server->foxglove_.get(),
+                          .viewer_api = server->viewer_api_.get()};
     if (options.access.mode == api::AuthMode::kToken) {
       const api::Access* access = &server->access_;
       http.is_admin_token = [access](absl::string_view token) {

@@ -23,6 +23,7 @@
 #include "server/util/metrics.h"
 #include "server/web/foxglove_hub.h"
 #include "server/web/http_endpoint.h"
+#include "server/web/viewer_api.h"
 
 namespace pitlane::app {
 
@@ -98,7 +99,8 @@ class Server {
   session::SessionManager sessions_;
   api::SimulatorService service_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<web::FoxgloveHub> foxglove_;       // Outlives the endpoint serving it.
+  std::unique_ptr<web::FoxgloveHub> foxglove_;       // Outlive the endpoint serving them.
+  std::unique_ptr<web::ViewerApi> viewer_api_;
   std::unique_ptr<web::HttpEndpoint> http_;          // After what it reads: stops first.
   std::unique_ptr<web::HttpEndpoint> metrics_http_;
   std::string address_;

@@ -30,22 +30,12 @@ constexpr std::int64_t kSessionRefresh_ns = 500'000'000;
 // Longest a writer sleeps without looking again (a rate-limited frame held back while the
 // session stopped ticking is taken on this timer).
 constexpr absl::Duration kWriterTick = absl::Milliseconds(50);
+// The most channels' bytes one advertise message holds (the protocol allows many).
+constexpr std::size_t kAdvertiseBytes = 32 * 1024;
 // Client messages waiting for the writer; a client that sends faster is dropped.
 constexpr std::size_t kMaxInbox = 64;
 
-enum class ChannelKind { kScene, kMap, kWorldState, kContacts, kLog, kVehicle };
-
-const char* ClockModeName(session::ClockMode mode) {
-  switch (mode) {
-    case session::ClockMode::kLockstep:
-      return "lockstep";
-    case session::ClockMode::kRealtime:
-      return "realtime";
-    case session::ClockMode::kBarrier:
-      return "barrier";
-  }
-  return "unknown";
-}
+enum class ChannelKind { kScene, kMap, kWorldState, kContacts, kLog, kVehicle, kViewer };
 
 std::string TopicOf(absl::string_view session_id, ChannelKind kind, sim::VehicleId vehicle) {
   switch (kind) {
@@ -61,6 +51,8 @@ std::string TopicOf(absl::string_view session_id, ChannelKind kind, sim::Vehicle
       return absl::StrCat("/", session_id, "/log");
     case ChannelKind::kVehicle:
       return absl::StrCat("/", session_id, "/vehicle/", vehicle);
+    case ChannelKind::kViewer:
+      return absl::StrCat("/", session_id, "/viewer");
   }
   return "";
 }
@@ -142,6 +134,24 @@ std::shared_ptr<const std::vector<std::string>> SessionEncodings::Telemetry(
   return encoded.telemetry;
 }
 
+SessionEncodings::Viewer SessionEncodings::ViewerOf(
+    const std::shared_ptr<const session::Frame>& frame) {
+  absl::MutexLock lock(&mu_);
+  Encoded& encoded = EncodedLocked(frame);
+  if (!encoded.viewer.has_value()) {
+    const std::shared_ptr<const SessionLook> look = LookLocked(*frame);
+    Viewer viewer{.roster_version = RosterVersion(*frame)};
+    viewer.frame = std::make_shared<const std::string>(ViewerFrame(*frame, *look, viewer.roster_version));
+    if (roster_ == nullptr || roster_version_ != viewer.roster_version) {
+      roster_ = std::make_shared<const std::string>(ViewerRoster(*frame, *look, viewer.roster_version));
+      roster_version_ = viewer.roster_version;
+    }
+    viewer.roster = roster_;
+    encoded.viewer = std::move(viewer);
+  }
+  return *encoded.viewer;
+}
+
 // FoxgloveConnection ----------------------------------------------------------------------
 
 // One WebSocket client: its channels and subscriptions, and the writer thread that sends to
@@ -149,8 +159,9 @@ std::shared_ptr<const std::vector<std::string>> SessionEncodings::Telemetry(
 // the writer.
 class FoxgloveConnection {
  public:
-  FoxgloveConnection(FoxgloveHub* hub, std::unique_ptr<Visitor> visitor, double rate_hz)
-      : hub_(hub), visitor_(std::move(visitor)), rate_hz_(rate_hz) {}
+  FoxgloveConnection(FoxgloveHub* hub, std::unique_ptr<Visitor> visitor, double rate_hz,
+                     bool viewer)
+      : hub_(hub), visitor_(std::move(visitor)), rate_hz_(rate_hz), viewer_(viewer) {}
 
   void Start(mg_connection* connection) {
     connection_ = connection;
@@ -215,6 +226,8 @@ class FoxgloveConnection {
     std::shared_ptr<const session::Frame> last_frame;
     // Subscribed since the last frame was delivered: to be sent it.
     std::vector<std::uint32_t> late;
+    // The roster version the viewer channel sent last (0: none yet).
+    std::uint32_t roster_sent = 0;
     // The vehicles of the frame the log channel saw last; unset until it has seen one.
     std::optional<std::vector<sim::VehicleId>> log_ids;
   };
@@ -225,6 +238,9 @@ class FoxgloveConnection {
   bool SendStatus(foxglove::StatusLevel level, absl::string_view message) {
     return SendText(foxglove::Status(level, message));
   }
+  // Advertises `channels` in messages of at most about kAdvertiseBytes, so that a client
+  // that stops reading holds no more than that of them.
+  bool SendAdvertise(absl::Span<const foxglove::Channel> channels);
   bool Handle(absl::string_view text);
   bool Refresh();
   bool AddSession(const std::shared_ptr<session::Session>& session);
@@ -242,6 +258,7 @@ class FoxgloveConnection {
   FoxgloveHub* const hub_;
   const std::unique_ptr<Visitor> visitor_;
   const double rate_hz_;
+  const bool viewer_;  // Offer the browser viewer's channel too.
   mg_connection* connection_ = nullptr;
   std::thread writer_;
 
@@ -268,6 +285,20 @@ bool FoxgloveConnection::Send(int opcode, absl::string_view data) {
     return false;
   }
   hub_->bytes_sent()->Add(data.size());
+  return true;
+}
+
+bool FoxgloveConnection::SendAdvertise(absl::Span<const foxglove::Channel> channels) {
+  std::size_t first = 0;
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < channels.size(); ++i) {
+    bytes += channels[i].topic.size() + channels[i].schema.size() + 128;
+    if (bytes >= kAdvertiseBytes || i + 1 == channels.size()) {
+      if (!SendText(foxglove::Advertise(channels.subspan(first, i + 1 - first)))) return false;
+      first = i + 1;
+      bytes = 0;
+    }
+  }
   return true;
 }
 
@@ -302,6 +333,13 @@ std::uint32_t FoxgloveConnection::NewChannel(const std::string& session_id, Chan
     case ChannelKind::kVehicle:
       json_schema("pitlane.VehicleTelemetry", VehicleTelemetrySchema());
       break;
+    case ChannelKind::kViewer:
+      // Only the browser viewer asks for it (?viewer=1); no Foxglove panel reads it.
+      channel.encoding = "pitlane.viewer.v1";
+      channel.schema_name = "pitlane.ViewerFrame";
+      channel.schema = "";
+      channel.schema_encoding = "";
+      break;
   }
   advertise.push_back(std::move(channel));
   return id;
@@ -319,8 +357,9 @@ bool FoxgloveConnection::AddSession(const std::shared_ptr<session::Session>& ses
   if (hub_->options().encode_world_state) {
     state.channels[ChannelKind::kWorldState] = NewChannel(id, ChannelKind::kWorldState, 0, advertise);
   }
+  if (viewer_) state.channels[ChannelKind::kViewer] = NewChannel(id, ChannelKind::kViewer, 0, advertise);
   SessionState& stored = sessions_[id] = std::move(state);
-  if (!SendText(foxglove::Advertise(advertise))) return false;
+  if (!SendAdvertise(advertise)) return false;
   return SyncVehicleChannels(stored, *session->CurrentFrame());
 }
 
@@ -377,7 +416,7 @@ bool FoxgloveConnection::SyncVehicleChannels(SessionState& state, const session:
   }
   state.vehicle_channels = std::move(kept);
   if (!gone.empty() && !SendText(foxglove::Unadvertise(gone))) return false;
-  return advertise.empty() || SendText(foxglove::Advertise(advertise));
+  return SendAdvertise(advertise);
 }
 
 void FoxgloveConnection::Subscribed(std::uint32_t channel_id, ChannelRef& channel,
@@ -386,6 +425,7 @@ void FoxgloveConnection::Subscribed(std::uint32_t channel_id, ChannelRef& channe
   SessionState& state = sessions_.at(channel.session_id);
   if (channel.kind == ChannelKind::kMap) state.map_sent.reset();  // Send it to the new one.
   if (channel.kind == ChannelKind::kLog) state.log_ids.reset();
+  if (channel.kind == ChannelKind::kViewer) state.roster_sent = 0;
   if (state.subscribed++ > 0) {
     // The session's subscriber is there already: send the frame it delivered last.
     if (state.last_frame != nullptr) state.late.push_back(channel_id);
@@ -512,6 +552,14 @@ bool FoxgloveConnection::Publish(const std::string& id, SessionState& state,
       if (!publish(channel, MapJson(*look, frame->time))) return false;
       state.map_sent = look->map_fingerprint;
     }
+  }
+  if (const ChannelRef* channel = channel_of(ChannelKind::kViewer)) {
+    const SessionEncodings::Viewer viewer = encodings.ViewerOf(frame);
+    if (state.roster_sent != viewer.roster_version) {
+      if (!publish(channel, *viewer.roster)) return false;
+      state.roster_sent = viewer.roster_version;
+    }
+    if (!publish(channel, *viewer.frame)) return false;
   }
   if (const ChannelRef* channel = channel_of(ChannelKind::kWorldState)) {
     const std::shared_ptr<const std::string> bytes = encodings.WorldState(frame);
@@ -724,7 +772,9 @@ int FoxgloveHub::OnConnect(const mg_connection* connection, void* hub_data) {
     }
     visitor = *std::move(authenticated);
   }
-  auto* state = new FoxgloveConnection(hub, std::move(visitor), rate_hz);
+  const std::optional<absl::string_view> viewer = query.Get("viewer");
+  auto* state = new FoxgloveConnection(hub, std::move(visitor), rate_hz,
+                                       viewer.has_value() && *viewer == "1");
   mg_set_user_connection_data(connection, state);
   hub->connections_->fetch_add(1);
   return 0;

@@ -44,8 +44,14 @@ class Visitor {
  public:
   virtual ~Visitor() = default;
   virtual bool MaySee(absl::string_view session_id) const = 0;
+  // OK if it may pause, resume, step and reset the session (its owner, the admin); NotFound
+  // as for a missing session if it may not see it, PermissionDenied naming the role needed
+  // otherwise.
+  virtual absl::Status MayControl(absl::string_view session_id) const = 0;
   // False once its token is revoked (its connections then end).
   virtual bool StillValid() const = 0;
+  // For audit lines: "<role> <token id>", never the token.
+  virtual std::string Who() const = 0;
 };
 
 // The visitor of a request's token (nullopt: none shown). Unauthenticated when tokens are on
@@ -90,12 +96,20 @@ class SessionEncodings {
   // Telemetry of the frame's vehicles, by index in frame.vehicles.
   std::shared_ptr<const std::vector<std::string>> Telemetry(
       const std::shared_ptr<const session::Frame>& frame);
+  // The browser viewer's frame and the roster it follows (frame_json.h).
+  struct Viewer {
+    std::uint32_t roster_version = 0;
+    std::shared_ptr<const std::string> frame;
+    std::shared_ptr<const std::string> roster;
+  };
+  Viewer ViewerOf(const std::shared_ptr<const session::Frame>& frame);
 
  private:
   struct Encoded {
     std::shared_ptr<const std::string> scene;
     std::shared_ptr<const std::string> world_state;
     std::shared_ptr<const std::vector<std::string>> telemetry;
+    std::optional<Viewer> viewer;
   };
   // The encodings of `frame`, reset when it is not the frame last asked for.
   Encoded& EncodedLocked(const std::shared_ptr<const session::Frame>& frame)
@@ -112,6 +126,9 @@ class SessionEncodings {
   std::weak_ptr<const session::Frame> frame_ ABSL_GUARDED_BY(mu_);
   const session::Frame* frame_address_ ABSL_GUARDED_BY(mu_) = nullptr;
   Encoded encoded_ ABSL_GUARDED_BY(mu_);
+  // The viewer's roster, made again only when the vehicles change.
+  std::shared_ptr<const std::string> roster_ ABSL_GUARDED_BY(mu_);
+  std::uint32_t roster_version_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 class FoxgloveConnection;

@@ -236,6 +236,18 @@ const char* OtherKindName(sim::ObjectKind kind) {
   return "unknown";
 }
 
+const char* ClockModeName(session::ClockMode mode) {
+  switch (mode) {
+    case session::ClockMode::kLockstep:
+      return "lockstep";
+    case session::ClockMode::kRealtime:
+      return "realtime";
+    case session::ClockMode::kBarrier:
+      return "barrier";
+  }
+  return "unknown";
+}
+
 SessionLook LookOf(const session::SessionDescription& description) {
   SessionLook look;
   look.id = description.id;
@@ -425,7 +437,108 @@ std::string TelemetryJson(const session::Frame& frame, const sim::VehicleSnapsho
   }
   out.append(",\"crashed\":");
   out.append(vehicle.crashed ? "true" : "false");
+  if (vehicle.range_scan.has_value()) {
+    const sim::RangeScanReading& scan = *vehicle.range_scan;
+    // Beams that meet nothing read +infinity, which JSON cannot hold: null.
+    out.append(",\"range_scan\":{\"angle_min_rad\":");
+    AppendNumber(scan.angle_min_rad, &out);
+    out.append(",\"angle_increment_rad\":");
+    AppendNumber(scan.angle_increment_rad, &out);
+    out.append(",\"ranges_m\":[");
+    for (std::size_t i = 0; i < scan.ranges_m.size(); ++i) {
+      if (i > 0) out.push_back(',');
+      AppendNumber(scan.ranges_m[i], &out);
+    }
+    out.append("]}");
+  }
   out.push_back('}');
+  return out;
+}
+
+namespace {
+
+template <typename T>
+void AppendBytes(T value, std::string& out) {
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));  // x86-64 and ARM64 are little-endian.
+  out.append(bytes, sizeof(T));
+}
+
+std::int16_t Clamp16(double value) {
+  if (!(value > -32767.0)) return -32767;  // NaN too.
+  if (value > 32767.0) return 32767;
+  return static_cast<std::int16_t>(std::lround(value));
+}
+
+}  // namespace
+
+std::uint32_t RosterVersion(const session::Frame& frame) {
+  std::uint64_t hash = 0xcbf29ce484222325ull;
+  for (const sim::VehicleSnapshot& vehicle : frame.vehicles) Mix(hash, vehicle.id);
+  Mix(hash, frame.vehicles.size());
+  const auto version = static_cast<std::uint32_t>(hash ^ (hash >> 32));
+  return version == 0 ? 1 : version;
+}
+
+std::string ViewerFrame(const session::Frame& frame, const SessionLook& look,
+                        std::uint32_t roster_version) {
+  absl::flat_hash_map<sim::VehicleId, bool> touching;
+  for (const sim::Contact& contact : frame.contacts) {
+    touching[contact.pair.vehicle] = true;
+    if (contact.pair.other_kind == sim::ObjectKind::kVehicle) touching[contact.pair.other_id] = true;
+  }
+  std::string out;
+  out.reserve(kViewerHeaderBytes + frame.vehicles.size() * kViewerVehicleBytes);
+  out.push_back('F');
+  out.push_back('\x01');
+  AppendBytes<std::uint16_t>(0, out);
+  AppendBytes<std::uint32_t>(roster_version, out);
+  AppendBytes<std::uint64_t>(frame.time.tick, out);
+  AppendBytes<double>(frame.time.sim_time_s, out);
+  AppendBytes<std::uint32_t>(static_cast<std::uint32_t>(frame.vehicles.size()), out);
+  AppendBytes<std::uint32_t>(static_cast<std::uint32_t>(frame.contacts.size()), out);
+  constexpr double kYawScale = 32767.0 / 3.14159265358979323846;
+  for (const sim::VehicleSnapshot& vehicle : frame.vehicles) {
+    AppendBytes<float>(static_cast<float>(vehicle.pose.x_m), out);
+    AppendBytes<float>(static_cast<float>(vehicle.pose.y_m), out);
+    AppendBytes<std::int16_t>(Clamp16(vehicle.pose.yaw_rad * kYawScale), out);
+    AppendBytes<std::int16_t>(Clamp16(vehicle.speed_mps * 100.0), out);
+    AppendBytes<std::int16_t>(Clamp16(vehicle.readout.steering_angle_rad * 10000.0), out);
+    const auto found = look.vehicles.find(vehicle.id);
+    const bool driver = found != look.vehicles.end() && found->second.has_driver;
+    const std::uint8_t flags = (vehicle.crashed ? 1 : 0) | (touching.contains(vehicle.id) ? 2 : 0) |
+                               (driver ? 4 : 0);
+    out.push_back(static_cast<char>(flags));
+    out.push_back(static_cast<char>(vehicle.kind));
+  }
+  return out;
+}
+
+std::string ViewerRoster(const session::Frame& frame, const SessionLook& look,
+                         std::uint32_t version) {
+  static const VehicleLook kDefault{.body = {.length_m = 4.5, .width_m = 1.8}};
+  std::string ids, names, lengths, widths, offsets;
+  for (std::size_t i = 0; i < frame.vehicles.size(); ++i) {
+    const sim::VehicleId id = frame.vehicles[i].id;
+    const auto found = look.vehicles.find(id);
+    const VehicleLook& vehicle = found != look.vehicles.end() ? found->second : kDefault;
+    if (i > 0) {
+      ids.push_back(',');
+      names.push_back(',');
+      lengths.push_back(',');
+      widths.push_back(',');
+      offsets.push_back(',');
+    }
+    AppendInteger(static_cast<std::uint64_t>(id), &ids);
+    AppendString(vehicle.name, &names);
+    AppendNumber(vehicle.body.length_m, &lengths);
+    AppendNumber(vehicle.body.width_m, &widths);
+    AppendNumber(vehicle.body.center_offset_m, &offsets);
+  }
+  std::string out = "R{\"version\":";
+  AppendInteger(static_cast<std::uint64_t>(version), &out);
+  absl::StrAppend(&out, ",\"ids\":[", ids, "],\"names\":[", names, "],\"length_m\":[", lengths,
+                  "],\"width_m\":[", widths, "],\"offset_m\":[", offsets, "]}");
   return out;
 }
 
@@ -496,7 +609,10 @@ const std::string& VehicleTelemetrySchema() {
                             "kinetic_energy_j", "dissipated_energy_j"}) {
       absl::StrAppend(&text, "\"", key, "\":{\"type\":\"number\"},");
     }
-    text.append(R"("crashed":{"type":"boolean"}}})");
+    text.append(R"("crashed":{"type":"boolean"},)"
+                R"("range_scan":{"type":"object","properties":{"angle_min_rad":{"type":"number"},)"
+                R"("angle_increment_rad":{"type":"number"},)"
+                R"("ranges_m":{"type":"array","items":{"type":["number","null"]}}}}}})");
     return new std::string(std::move(text));
   }();
   return *schema;

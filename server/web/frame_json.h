@@ -56,7 +56,8 @@ std::string SceneJson(const session::Frame& frame, const SessionLook& look);
 // foxglove.SceneUpdate of the map: routes as lines as wide as their lanes, walls, obstacles
 // as boxes, spawn points as arrows.
 std::string MapJson(const SessionLook& look, const session::SimTime& time);
-// One vehicle's telemetry (pitlane.VehicleTelemetry, schema VehicleTelemetrySchema()).
+// One vehicle's telemetry (pitlane.VehicleTelemetry, schema VehicleTelemetrySchema()), with
+// its range scan when it has one.
 std::string TelemetryJson(const session::Frame& frame, const sim::VehicleSnapshot& vehicle,
                           const VehicleLook* look);
 // The contacts in effect and the events since the previous delivery (pitlane.Contacts).
@@ -65,6 +66,26 @@ std::string ContactsJson(const session::Frame& frame, const session::FrameEvents
 std::string LogJson(const session::SimTime& time, int level, absl::string_view name,
                     absl::string_view message);
 
+// The browser viewer's compact frame (docs/dashboards.md, "The viewer's channel"): a header,
+// then 16 bytes per vehicle in the order of `frame.vehicles`, which is the order of the roster
+// whose version it names.
+//   'F', version 1, u16 0, u32 roster version, u64 tick, f64 sim_time_s, u32 vehicle count,
+//   u32 contacts in effect; per vehicle: f32 x_m, f32 y_m, i16 yaw (rad x 32767/pi),
+//   i16 speed (cm/s, clamped), i16 steering angle (rad x 10000, clamped), u8 flags
+//   (1 crashed, 2 in contact, 4 built-in driver), u8 model (ModelKind).
+inline constexpr std::size_t kViewerHeaderBytes = 32;
+inline constexpr std::size_t kViewerVehicleBytes = 16;
+std::string ViewerFrame(const session::Frame& frame, const SessionLook& look,
+                        std::uint32_t roster_version);
+// The roster a viewer frame's vehicles follow: 'R', then JSON {"version", "ids", "names",
+// "length_m", "width_m", "offset_m" (reference point to body centre, along the heading)}.
+std::string ViewerRoster(const session::Frame& frame, const SessionLook& look,
+                         std::uint32_t version);
+// The version of the roster of `frame` (a hash of its vehicle ids; never 0).
+std::uint32_t RosterVersion(const session::Frame& frame);
+
+// "lockstep", "realtime" or "barrier".
+const char* ClockModeName(session::ClockMode mode);
 // "vehicle", "obstacle" or "wall".
 const char* OtherKindName(sim::ObjectKind kind);
 

@@ -11,7 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "server/auth/tokens.h"
 #include "server/web/foxglove.h"
+#include "server/web/assets.h"
 #include "server/web/foxglove_hub.h"
+#include "server/web/viewer_api.h"
 #include "server/web/request.h"
 
 namespace pitlane::web {
@@ -89,6 +91,16 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   if (endpoint->options_.serve_metrics) {
     mg_set_request_handler(endpoint->context_, "/metrics$", &HandleMetrics, endpoint.get());
   }
+  if (endpoint->options_.viewer_api != nullptr) {
+    for (const WebAsset& asset : WebAssets()) {
+      const std::string pattern =
+          asset.path == "/index.html" ? "/$" : absl::StrCat(asset.path, "$");
+      mg_set_request_handler(endpoint->context_, pattern.c_str(), &HandleAsset,
+                             const_cast<WebAsset*>(&asset));
+    }
+    mg_set_request_handler(endpoint->context_, "/api/", &ViewerApi::Handle,
+                           endpoint->options_.viewer_api);
+  }
   if (endpoint->options_.foxglove != nullptr) {
     static const char* protocols[] = {foxglove::kSubprotocol};
     static mg_websocket_subprotocols subprotocols = {1, protocols};
@@ -116,6 +128,18 @@ int HttpEndpoint::HandleReady(mg_connection* connection, void* endpoint) {
   }
   return Respond(connection, 503, "Service Unavailable", "text/plain; charset=utf-8",
                  "not ready: the server is starting or shutting down\n");
+}
+
+int HttpEndpoint::HandleAsset(mg_connection* connection, void* asset_data) {
+  if (const std::optional<int> refused = RefuseOtherMethods(connection)) return *refused;
+  const auto* asset = static_cast<const WebAsset*>(asset_data);
+  // Only the server's own files and connections; the page's address may hold a token, so no
+  // Referer leaves it.
+  return Respond(connection, 200, "OK", asset->content_type, asset->body,
+                 "Content-Security-Policy: default-src 'self'; connect-src 'self'; "
+                 "img-src 'self' data:; frame-ancestors 'none'\r\n"
+                 "X-Content-Type-Options: nosniff\r\n"
+                 "Referrer-Policy: no-referrer\r\n");
 }
 
 int HttpEndpoint::HandleMetrics(mg_connection* connection, void* endpoint) {

@@ -8,6 +8,8 @@
 //                  the admin token (`Authorization: Bearer <token>`), unless served on its own
 //                  address (--metrics_listen), whose reach the operator chooses.
 //   /foxglove      WebSocket, subprotocol foxglove.websocket.v1 (foxglove_hub.h).
+//   GET /          the browser viewer (assets.h), its files, and its API at /api/
+//                  (viewer_api.h).
 //
 // Every other path is 404, every other method 405; nothing a client sends is logged.
 #ifndef PITLANE_SERVER_WEB_HTTP_ENDPOINT_H_
@@ -28,6 +30,7 @@ struct mg_connection;
 namespace pitlane::web {
 
 class FoxgloveHub;
+class ViewerApi;
 
 struct HttpOptions {
   // host:port to listen on ("127.0.0.1:8080"; port 0 picks a free one).
@@ -39,6 +42,8 @@ struct HttpOptions {
   std::function<bool(absl::string_view token)> is_admin_token;
   // Serves Foxglove's WebSocket protocol on /foxglove (not owned; must outlive the endpoint).
   FoxgloveHub* foxglove = nullptr;
+  // Serves the browser viewer: its page at /, its files, and its API at /api/ (not owned).
+  ViewerApi* viewer_api = nullptr;
   // Connections served at once (civetweb holds a thread for each, WebSockets included).
   int max_connections = 256;
 };
@@ -65,6 +70,7 @@ class HttpEndpoint {
   static int HandleHealth(mg_connection* connection, void* endpoint);
   static int HandleReady(mg_connection* connection, void* endpoint);
   static int HandleMetrics(mg_connection* connection, void* endpoint);
+  static int HandleAsset(mg_connection* connection, void* asset);
 
   const HttpOptions options_;
   const metrics::Registry* const metrics_;

@@ -22,7 +22,33 @@ def node_path():
     return node
 
 
-class FoxgloveNode:
+def stop_node(proc, timeout=10):
+    """Asks a driver script to close (a {"op": "close"} line), kills it if it does not."""
+    if proc.poll() is not None:
+        return
+    try:
+        proc.stdin.write(json.dumps({"op": "close"}) + "\n")
+        proc.stdin.flush()
+        proc.wait(timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        proc.kill()
+        proc.wait()
+
+
+class NodeDriver:
+    """A driver script under Node (self.proc), closed when the `with` block ends."""
+
+    def close(self):
+        stop_node(self.proc)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class FoxgloveNode(NodeDriver):
     def __init__(self, url, *protocols):
         self.proc = subprocess.Popen(
             [node_path(), str(WEB_TESTS / "foxglove_client.mjs"), url, *protocols],
@@ -111,18 +137,3 @@ class FoxgloveNode:
                 for channel_id in event["channelIds"]:
                     live.pop(channel_id, None)
         return {channel["topic"]: channel for channel in live.values()}
-
-    def close(self):
-        if self.proc.poll() is None:
-            try:
-                self.send({"op": "close"})
-                self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

@@ -1,0 +1,206 @@
+#include "server/web/viewer_api.h"
+
+#include <civetweb.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/notification.h"
+#include "server/util/json_text.h"
+#include "server/web/frame_json.h"
+#include "server/web/request.h"
+
+namespace pitlane::web {
+namespace {
+
+int RespondJson(mg_connection* connection, int status, absl::string_view reason,
+                absl::string_view body, absl::string_view extra_headers = "") {
+  return Respond(connection, status, reason, "application/json", body, extra_headers);
+}
+
+// {"error": message} with the status that goes with `error`'s code.
+int RespondError(mg_connection* connection, const absl::Status& error) {
+  int status = 500;
+  absl::string_view reason = "Internal Server Error";
+  switch (error.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      status = 400;
+      reason = "Bad Request";
+      break;
+    case absl::StatusCode::kUnauthenticated:
+      status = 401;
+      reason = "Unauthorized";
+      break;
+    case absl::StatusCode::kPermissionDenied:
+      status = 403;
+      reason = "Forbidden";
+      break;
+    case absl::StatusCode::kNotFound:
+      status = 404;
+      reason = "Not Found";
+      break;
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kAborted:
+      status = 409;
+      reason = "Conflict";
+      break;
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kUnavailable:
+      status = 503;
+      reason = "Service Unavailable";
+      break;
+    default:
+      break;
+  }
+  std::string body = "{\"error\":";
+  json::AppendString(error.message(), &body);
+  body.append("}\n");
+  return RespondJson(connection, status, reason, body,
+                     status == 401 ? "WWW-Authenticate: Bearer realm=\"pitlane\"\r\n" : "");
+}
+
+void AppendSession(const session::Session& session, bool may_control, std::string* out) {
+  const session::SessionDescription description = session.Describe(/*with_vehicles=*/false);
+  out->append("{\"id\":");
+  json::AppendString(description.id, out);
+  out->append(",\"name\":");
+  json::AppendString(description.config.name, out);
+  out->append(",\"clock_mode\":\"");
+  out->append(ClockModeName(description.config.clock.mode));
+  out->append("\",\"paused\":");
+  out->append(description.config.clock.paused ? "true" : "false");
+  out->append(",\"real_time_factor\":");
+  json::AppendNumber(description.config.clock.real_time_factor, out);
+  out->append(",\"tick_rate_hz\":");
+  json::AppendNumber(description.config.world.tick_rate_hz, out);
+  out->append(",\"tick\":");
+  json::AppendInteger(description.time.tick, out);
+  out->append(",\"sim_time_s\":");
+  json::AppendNumber(description.time.sim_time_s, out);
+  out->append(",\"vehicles\":");
+  json::AppendInteger(static_cast<std::uint64_t>(description.vehicle_count), out);
+  out->append(",\"obstacles\":");
+  json::AppendInteger(static_cast<std::uint64_t>(description.obstacle_count), out);
+  out->append(",\"max_ticks_per_step\":");
+  json::AppendInteger(static_cast<std::uint64_t>(session.max_ticks_per_step()), out);
+  out->append(",\"may_control\":");
+  out->append(may_control ? "true" : "false");
+  out->push_back('}');
+}
+
+std::string PeerOf(const mg_request_info& request) {
+  return absl::StrCat("ipv4:", request.remote_addr, ":", request.remote_port);
+}
+
+}  // namespace
+
+int ViewerApi::Handle(mg_connection* connection, void* api) {
+  return static_cast<ViewerApi*>(api)->Serve(connection);
+}
+
+int ViewerApi::Serve(mg_connection* connection) {
+  const mg_request_info* request = mg_get_request_info(connection);
+  if (request == nullptr || request->local_uri == nullptr) return 0;
+  const RequestQuery query(request->query_string);
+  std::unique_ptr<Visitor> visitor;
+  if (options_.authenticate) {
+    absl::StatusOr<std::unique_ptr<Visitor>> authenticated =
+        options_.authenticate(TokenOf(connection, query));
+    if (!authenticated.ok()) return RespondError(connection, authenticated.status());
+    visitor = *std::move(authenticated);
+  }
+  const absl::string_view method = request->request_method;
+  absl::string_view path = request->local_uri;
+  if (!absl::ConsumePrefix(&path, "/api/sessions")) {
+    return RespondError(connection, absl::NotFoundError("path: no such API"));
+  }
+  if (path.empty() || path == "/") {
+    if (method != "GET" && method != "HEAD") {
+      return RespondJson(connection, 405, "Method Not Allowed",
+                         "{\"error\":\"method: GET /api/sessions\"}\n", "Allow: GET, HEAD\r\n");
+    }
+    std::string body = "{\"sessions\":[";
+    bool first = true;
+    for (const std::shared_ptr<session::Session>& session : options_.sessions->List()) {
+      if (visitor != nullptr && !visitor->MaySee(session->id())) continue;
+      if (!first) body.push_back(',');
+      first = false;
+      AppendSession(*session, visitor == nullptr || visitor->MayControl(session->id()).ok(), &body);
+    }
+    body.append("]}\n");
+    return RespondJson(connection, 200, "OK", body);
+  }
+  // /<id>/<action>
+  const std::vector<absl::string_view> parts = absl::StrSplit(path.substr(1), '/');
+  if (parts.size() != 2) return RespondError(connection, absl::NotFoundError("path: no such API"));
+  const absl::string_view id = parts[0];
+  const absl::string_view action = parts[1];
+  if (action != "pause" && action != "resume" && action != "step" && action != "reset") {
+    return RespondError(connection,
+                        absl::NotFoundError("action: one of pause, resume, step, reset"));
+  }
+  if (method != "POST") {
+    return RespondJson(connection, 405, "Method Not Allowed",
+                       "{\"error\":\"method: POST changes a session\"}\n", "Allow: POST\r\n");
+  }
+  absl::StatusOr<std::shared_ptr<session::Session>> found = options_.sessions->Find(id);
+  if (!found.ok()) return RespondError(connection, found.status());
+  const std::shared_ptr<session::Session>& session = *found;
+  if (visitor != nullptr) {
+    if (const absl::Status allowed = visitor->MayControl(id); !allowed.ok()) {
+      return RespondError(connection, allowed);
+    }
+  }
+  const std::string who = visitor != nullptr ? visitor->Who() : "anyone";
+  const std::string peer = PeerOf(*request);
+  std::vector<std::pair<std::string, std::string>> fields = {{"by", who},
+                                                             {"session", session->id()}};
+  if (action == "pause" || action == "resume") {
+    session::ClockUpdate update;
+    update.paused = action == "pause";
+    absl::StatusOr<session::ClockSettings> clock = session->SetClock(update);
+    if (!clock.ok()) return RespondError(connection, clock.status());
+    fields.emplace_back("paused", clock->paused ? "true" : "false");
+    if (options_.audit) options_.audit(peer, "clock.set", fields);
+  } else if (action == "reset") {
+    absl::StatusOr<std::shared_ptr<const session::Frame>> frame = session->Reset();
+    if (!frame.ok()) return RespondError(connection, frame.status());
+    if (options_.after_reset) options_.after_reset(session->id());
+    fields.emplace_back("vehicles", absl::StrCat((*frame)->vehicles.size()));
+    if (options_.audit) options_.audit(peer, "session.reset", fields);
+  } else {
+    std::uint32_t ticks = 1;
+    if (const std::optional<absl::string_view> text = query.Get("ticks")) {
+      if (!absl::SimpleAtoi(*text, &ticks) || ticks < 1 || ticks > session->max_ticks_per_step()) {
+        return RespondError(connection, absl::InvalidArgumentError(absl::StrCat(
+            "ticks: must be an integer in [1, ", session->max_ticks_per_step(), "]")));
+      }
+    }
+    // On the session's workers, like a client's Step; this thread waits for it.
+    absl::Notification done;
+    absl::Status stepped;
+    absl::StatusOr<std::shared_ptr<session::StepTicket>> ticket = session->StartStep(
+        ticks, std::nullopt, [&](absl::StatusOr<session::StepResult> result) {
+          stepped = result.status();
+          done.Notify();
+        });
+    if (!ticket.ok()) return RespondError(connection, ticket.status());
+    done.WaitForNotification();
+    if (!stepped.ok()) return RespondError(connection, stepped);
+    fields.emplace_back("ticks", absl::StrCat(ticks));
+    if (options_.audit) options_.audit(peer, "session.step", fields);
+  }
+  std::string body;
+  AppendSession(*session, true, &body);
+  body.push_back('\n');
+  return RespondJson(connection, 200, "OK", body);
+}
+
+}  // namespace pitlane::web
