@@ -220,7 +220,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsCredentials(const Fl
 // --auth and its admin token, into `options`.
 absl::Status ResolveAuth(const FlagValues& flags, StartupOptions& options) {
   ASSIGN_OR_RETURN(std::string admin_token, AdminToken(flags));
-  const bool loopback = api::IsLoopbackAddress(flags.listen);
+  // The HTTP endpoint shows every session (its viewer and Foxglove's protocol) and can change
+  // them: reachable from other machines, it needs tokens as the gRPC port does.
+  const bool grpc_loopback = api::IsLoopbackAddress(flags.listen);
+  const bool http_loopback = flags.http_listen.empty() || api::IsLoopbackAddress(flags.http_listen);
+  const bool loopback = grpc_loopback && http_loopback;
   api::AuthMode mode;
   if (flags.auth == "token") {
     mode = api::AuthMode::kToken;
@@ -240,7 +244,9 @@ absl::Status ResolveAuth(const FlagValues& flags, StartupOptions& options) {
     }
     if (!loopback && !flags.allow_unauthenticated_remote_access) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--auth=none: --listen=", flags.listen,
+          "--auth=none: ",
+          grpc_loopback ? absl::StrCat("--http_listen=", flags.http_listen)
+                        : absl::StrCat("--listen=", flags.listen),
           " is reachable from other machines, and without tokens anyone there may control or "
           "delete every session; use --auth=token (the default), or add "
           "--allow_unauthenticated_remote_access if that is what you want"));

@@ -99,9 +99,9 @@ struct StartupOptions {
 };
 
 // Checks every flag and converts them; reads the admin token and TLS files they name. --auth=auto
-// is token when --listen is not a loopback address or an admin token is given, none otherwise;
-// --auth=none on a non-loopback address needs --allow_unauthenticated_remote_access (or clients
-// authenticated by --tls_client_ca_file). `cpu_cores` (std::thread::hardware_concurrency(), which
+// is token when --listen or --http_listen is not a loopback address or an admin token is given,
+// none otherwise; --auth=none on a non-loopback address needs
+// --allow_unauthenticated_remote_access. `cpu_cores` (std::thread::hardware_concurrency(), which
 // may be 0 when unknown) sizes worker_threads = 0. InvalidArgument naming the flag and its allowed
 // range, e.g. "--max_sessions: must be in [1, 100000], got 0", for the first flag out of range.
 absl::StatusOr<StartupOptions> OptionsFromFlags(const FlagValues& flags, unsigned cpu_cores);

@@ -201,6 +201,7 @@ TEST(OptionsFromFlagsTest, WarnsWhenTheAdminTokenWouldCrossTheNetworkInClear) {
   flags.http_listen = "";  // Off.
   EXPECT_THAT(OptionsFromFlags(flags, 2)->warnings, IsEmpty());
   flags.auth = "none";  // No token to leak.
+  flags.allow_unauthenticated_remote_access = true;
   flags.http_listen = "0.0.0.0:8080";
   EXPECT_THAT(OptionsFromFlags(flags, 2)->warnings, IsEmpty());
 }
@@ -291,6 +292,25 @@ INSTANTIATE_TEST_SUITE_P(
          false, "PITLANE_ADMIN_TOKEN: the admin token must be"},
     }),
     [](const ::testing::TestParamInfo<AuthCase>& info) { return info.param.name; });
+
+TEST(AuthModeTest, AnHttpEndpointOnTheNetworkNeedsTokensToo) {
+  FlagValues flags;
+  flags.listen = "127.0.0.1:50051";
+  flags.http_listen = "0.0.0.0:8080";
+  absl::StatusOr<StartupOptions> options = OptionsFromFlags(flags, 2);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->server.access.mode, api::AuthMode::kToken);
+  flags.auth = "none";
+  EXPECT_THAT(OptionsFromFlags(flags, 2),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--auth=none: --http_listen=0.0.0.0:8080 is reachable")));
+  flags.allow_unauthenticated_remote_access = true;
+  EXPECT_EQ(OptionsFromFlags(flags, 2)->server.access.mode, api::AuthMode::kNone);
+  flags.auth = "auto";
+  flags.allow_unauthenticated_remote_access = false;
+  flags.http_listen = "";  // Off: only --listen counts.
+  EXPECT_EQ(OptionsFromFlags(flags, 2)->server.access.mode, api::AuthMode::kNone);
+}
 
 }  // namespace
 }  // namespace pitlane::app

@@ -1,5 +1,7 @@
 #include "server/app/server.h"
 
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
 #include "grpc/grpc.h"
 #include "grpc/health/v1/health.pb.h"
@@ -122,6 +124,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
               return service->EncodeFrame(session, frame);
             },
         .world_state_descriptor_set = api::WorldStateDescriptorSet()};
+    // Message timestamps: the pacing clock, read as time since the Unix epoch.
+    const session::Clock* clock = options.clock != nullptr ? options.clock : &server->steady_clock_;
+    foxglove.epoch_offset_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count() -
+                               clock->NowNanos();
     if (options.access.mode == api::AuthMode::kToken) {
       foxglove.authenticate = [access = &server->access_](std::optional<absl::string_view> token)
           -> absl::StatusOr<std::unique_ptr<web::Visitor>> {
@@ -144,9 +152,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
         .after_reset = [service = &server->service_](absl::string_view id) {
           service->AfterReset(id);
         }});
-    server->foxglove_ = std::make_unique<web::FoxgloveHub>(
-        std::move(foxglove), &server->sessions_,
-        options.clock != nullptr ? options.clock : &server->steady_clock_, &server->metrics_);
+    server->foxglove_ = std::make_unique<web::FoxgloveHub>(std::move(foxglove), &server->sessions_,
+                                                           clock, &server->metrics_);
     web::HttpOptions http{.listen_address = options.http_listen_address,
                           .foxglove = server->foxglove_.get(),
                           .viewer_api = server->viewer_api_.get()};

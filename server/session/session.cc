@@ -596,6 +596,7 @@ std::optional<std::int64_t> Session::RunRealtimeLocked(std::int64_t now_ns) {
     ++missed_deadlines_;
     if (metrics_ != nullptr) metrics_->missed_deadlines->Add();
   }
+  if (metrics_ != nullptr) metrics_->lateness->ObserveNanos(lateness_ns);
   if (lateness_histogram_.empty()) lateness_histogram_.assign(kLatenessBuckets, 0);
   ++lateness_histogram_[std::min<std::size_t>(
       static_cast<std::size_t>(lateness_ns / kLatenessBucket_ns), kLatenessBuckets - 1)];

@@ -13,6 +13,10 @@ SessionMetrics SessionMetrics::Register(metrics::Registry& registry) {
           "pitlane_missed_deadlines_total",
           "REALTIME ticks that ran more than a tick period late, and those given up when a "
           "session fell too far behind."),
+      .lateness = registry.AddHistogram(
+          "pitlane_tick_lateness_seconds",
+          "How late each REALTIME tick started after its due time, seconds.",
+          metrics::DurationBuckets()),
       .barrier_timeouts = registry.AddCounter(
           "pitlane_barrier_timeouts_total",
           "BARRIER ticks that ran on their timeout, a controller not having answered."),

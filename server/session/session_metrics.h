@@ -11,6 +11,7 @@ struct SessionMetrics {
   metrics::Counter* ticks = nullptr;              // Every tick of every session.
   metrics::Histogram* tick_duration = nullptr;    // What World::Step took, per tick.
   metrics::Counter* missed_deadlines = nullptr;   // REALTIME ticks late by over a period.
+  metrics::Histogram* lateness = nullptr;         // How late each REALTIME tick started.
   metrics::Counter* barrier_timeouts = nullptr;   // BARRIER ticks that waited their timeout.
 
   // The counters above, made in `registry` (pitlane_ticks_total, ...).

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <system_error>
 #include <deque>
 #include <thread>
 #include <utility>
@@ -32,8 +33,9 @@ constexpr std::int64_t kSessionRefresh_ns = 500'000'000;
 constexpr absl::Duration kWriterTick = absl::Milliseconds(50);
 // The most channels' bytes one advertise message holds (the protocol allows many).
 constexpr std::size_t kAdvertiseBytes = 32 * 1024;
-// Client messages waiting for the writer; a client that sends faster is dropped.
-constexpr std::size_t kMaxInbox = 64;
+// Bytes of client messages waiting for the writer; a client that sends more before it is
+// answered is dropped.
+constexpr std::size_t kMaxInboxBytes = 1 << 20;
 
 enum class ChannelKind { kScene, kMap, kWorldState, kContacts, kLog, kVehicle, kViewer };
 
@@ -63,12 +65,22 @@ std::string TopicOf(absl::string_view session_id, ChannelKind kind, sim::Vehicle
 
 SessionEncodings::Encoded& SessionEncodings::EncodedLocked(
     const std::shared_ptr<const session::Frame>& frame) {
-  if (frame_address_ != frame.get() || frame_.lock() != frame) {
-    frame_ = frame;
-    frame_address_ = frame.get();
-    encoded_ = {};
+  for (Encoded& entry : cache_) {
+    // While the cached frame is alive no other frame can have its address.
+    if (entry.address == frame.get() && !entry.frame.expired()) return entry;
   }
-  return encoded_;
+  Encoded& entry = cache_[next_slot_];
+  next_slot_ = (next_slot_ + 1) % cache_.size();
+  // Monotonic across frames, whatever the clock's resolution.
+  const std::int64_t now = clock_->NowNanos() + epoch_offset_ns_;
+  last_stamp_ns_ = std::max(last_stamp_ns_ + 1, now < 0 ? 0 : static_cast<std::uint64_t>(now));
+  entry = Encoded{.frame = frame, .address = frame.get(), .stamp_ns = last_stamp_ns_};
+  return entry;
+}
+
+std::uint64_t SessionEncodings::StampOf(const std::shared_ptr<const session::Frame>& frame) {
+  absl::MutexLock lock(&mu_);
+  return EncodedLocked(frame).stamp_ns;
 }
 
 std::shared_ptr<const SessionLook> SessionEncodings::LookLocked(const session::Frame& frame) {
@@ -99,7 +111,8 @@ std::shared_ptr<const std::string> SessionEncodings::Scene(
   absl::MutexLock lock(&mu_);
   Encoded& encoded = EncodedLocked(frame);
   if (encoded.scene == nullptr) {
-    encoded.scene = std::make_shared<const std::string>(SceneJson(*frame, *LookLocked(*frame)));
+    encoded.scene = std::make_shared<const std::string>(
+        SceneJson(*frame, *LookLocked(*frame), encoded.stamp_ns));
   }
   return encoded.scene;
 }
@@ -127,7 +140,8 @@ std::shared_ptr<const std::vector<std::string>> SessionEncodings::Telemetry(
       const sim::VehicleSnapshot& vehicle = frame->vehicles[i];
       const auto found = look->vehicles.find(vehicle.id);
       telemetry->push_back(
-          TelemetryJson(*frame, vehicle, found != look->vehicles.end() ? &found->second : nullptr));
+          TelemetryJson(*frame, vehicle, found != look->vehicles.end() ? &found->second : nullptr,
+                        encoded.stamp_ns));
     }
     encoded.telemetry = std::move(telemetry);
   }
@@ -163,47 +177,70 @@ class FoxgloveConnection {
                      bool viewer)
       : hub_(hub), visitor_(std::move(visitor)), rate_hz_(rate_hz), viewer_(viewer) {}
 
-  void Start(mg_connection* connection) {
+  // Starts the writer. False if no thread could be started (the caller closes the connection).
+  bool Start(mg_connection* connection) {
     connection_ = connection;
-    writer_ = std::thread([this] { Run(); });
+    try {
+      writer_ = std::thread([this] { Run(); });
+    } catch (const std::system_error&) {
+      return false;
+    }
+    return true;
   }
 
-  // A text message from the client (civetweb's thread). False: drop the connection.
-  bool Receive(std::string message) {
-    absl::MutexLock lock(&mu_);
-    if (inbox_.size() >= kMaxInbox) return false;
-    inbox_.push_back(std::move(message));
+  // A text message from the client (civetweb's thread). False: drop the connection (it sends
+  // faster than it is answered).
+  bool Receive(absl::string_view message) {
+    absl::MutexLock lock(&signal_->mu);
+    if (signal_->inbox_bytes + message.size() > kMaxInboxBytes) return false;
+    signal_->inbox_bytes += message.size();
+    signal_->inbox.emplace_back(message);
+    signal_->wake = true;
     return true;
   }
 
   // civetweb's thread, when the connection ends: stops the writer and waits for it.
   void Close() {
     {
-      absl::MutexLock lock(&mu_);
-      closed_ = true;
+      absl::MutexLock lock(&signal_->mu);
+      signal_->closed = true;
     }
     if (writer_.joinable()) writer_.join();
   }
 
-  void Wake() {
-    absl::MutexLock lock(&mu_);
-    wake_ = true;
-  }
+  bool viewer() const { return viewer_; }
+  const Visitor* visitor() const { return visitor_.get(); }
 
  private:
+  // What the writer waits on. Shared with the transports, which a session may still call
+  // (OnReady, OnClosed: they were taken out of its lists before Unsubscribe) after the
+  // connection is gone: they then touch only this.
+  struct Signal {
+    absl::Mutex mu;
+    bool wake ABSL_GUARDED_BY(mu) = false;
+    bool closed ABSL_GUARDED_BY(mu) = false;
+    std::deque<std::string> inbox ABSL_GUARDED_BY(mu);
+    std::size_t inbox_bytes ABSL_GUARDED_BY(mu) = 0;
+
+    void Wake() {
+      absl::MutexLock lock(&mu);
+      wake = true;
+    }
+  };
+
   // The transport side of one session's subscriber: wakes the writer.
   class Transport final : public session::SubscriberTransport {
    public:
-    explicit Transport(FoxgloveConnection* connection) : connection_(connection) {}
-    void OnReady() override { connection_->Wake(); }
+    explicit Transport(std::shared_ptr<Signal> signal) : signal_(std::move(signal)) {}
+    void OnReady() override { signal_->Wake(); }
     void OnClosed(const absl::Status& /*reason*/) override {
       closed_.store(true);
-      connection_->Wake();
+      signal_->Wake();
     }
     bool closed() const { return closed_.load(); }
 
    private:
-    FoxgloveConnection* const connection_;
+    const std::shared_ptr<Signal> signal_;
     std::atomic<bool> closed_{false};
   };
 
@@ -261,11 +298,7 @@ class FoxgloveConnection {
   const bool viewer_;  // Offer the browser viewer's channel too.
   mg_connection* connection_ = nullptr;
   std::thread writer_;
-
-  absl::Mutex mu_;
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  bool wake_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<std::string> inbox_ ABSL_GUARDED_BY(mu_);
+  const std::shared_ptr<Signal> signal_ = std::make_shared<Signal>();
 
   // The writer's own.
   std::uint32_t next_channel_ = 1;
@@ -280,7 +313,7 @@ bool FoxgloveConnection::Send(int opcode, absl::string_view data) {
   if (failed_) return false;
   // Blocks while the client's window is full, at most the endpoint's request timeout.
   const int written = mg_websocket_write(connection_, opcode, data.data(), data.size());
-  if (written <= 0) {
+  if (written < static_cast<int>(data.size()) || (written <= 0 && !data.empty())) {
     failed_ = true;
     return false;
   }
@@ -431,12 +464,16 @@ void FoxgloveConnection::Subscribed(std::uint32_t channel_id, ChannelRef& channe
     if (state.last_frame != nullptr) state.late.push_back(channel_id);
     return;
   }
-  state.transport = std::make_shared<Transport>(this);
+  state.transport = std::make_shared<Transport>(signal_);
   state.subscriber = std::make_shared<session::Subscriber>(
       session::SubscriberOptions{.max_rate_hz = rate_hz_}, state.transport,
       &state.encodings->session()->clock());
   // The session may be gone meanwhile: the next refresh removes it.
-  (void)state.encodings->session()->Subscribe(state.subscriber);
+  if (const absl::Status subscribed = state.encodings->session()->Subscribe(state.subscriber);
+      !subscribed.ok()) {
+    SendStatus(foxglove::StatusLevel::kWarning,
+               absl::StrCat("session ", channel.session_id, ": ", subscribed.message()));
+  }
 }
 
 void FoxgloveConnection::Unsubscribed(ChannelRef& channel) {
@@ -479,7 +516,7 @@ bool FoxgloveConnection::Handle(absl::string_view text) {
       Subscribed(channel->first, channel->second, subscription.id);
       subscriptions_[subscription.id] = subscription.channel_id;
     }
-    Wake();  // Deliver to the new subscriptions without waiting for the next frame.
+    signal_->Wake();  // Deliver to the new subscriptions without waiting for the next frame.
     return true;
   }
   for (const std::uint32_t id : message->subscription_ids) {
@@ -503,9 +540,9 @@ bool FoxgloveConnection::Refresh() {
   }
   std::vector<std::string> gone;
   for (const auto& [id, state] : sessions_) {
-    const bool still = std::any_of(visible.begin(), visible.end(), [&](const auto& session) {
-      return session == state.encodings->session();
-    });
+    const std::shared_ptr<session::Session>& mine = state.encodings->session();
+    const bool still = std::any_of(visible.begin(), visible.end(),
+                                   [&mine](const auto& session) { return session == mine; });
     if (!still || (state.transport != nullptr && state.transport->closed())) gone.push_back(id);
   }
   for (const std::string& id : gone) {
@@ -513,6 +550,14 @@ bool FoxgloveConnection::Refresh() {
   }
   for (const std::shared_ptr<session::Session>& session : visible) {
     if (!sessions_.contains(session->id()) && !AddSession(session)) return false;
+  }
+  // Vehicles come and go in sessions nobody here subscribes to as well: their channels too.
+  for (auto& entry : sessions_) {
+    SessionState& state = entry.second;
+    if (state.subscriber == nullptr &&
+        !SyncVehicleChannels(state, *state.encodings->session()->CurrentFrame())) {
+      return false;
+    }
   }
   return true;
 }
@@ -524,6 +569,7 @@ bool FoxgloveConnection::Deliver(const std::string& id, SessionState& state) {
   hub_->frames_sent()->Add();
   if (!SyncVehicleChannels(state, *delivery->frame)) return false;
   state.last_frame = delivery->frame;
+  state.late.clear();  // They get this newer frame with the others.
   return Publish(id, state, *delivery, std::nullopt);
 }
 
@@ -531,7 +577,7 @@ bool FoxgloveConnection::Publish(const std::string& id, SessionState& state,
                                  const session::Delivery& delivery,
                                  std::optional<std::uint32_t> only) {
   const std::shared_ptr<const session::Frame>& frame = delivery.frame;
-  const std::uint64_t ns = TimestampNs(frame->time);
+  const std::uint64_t ns = state.encodings->StampOf(frame);
   SessionEncodings& encodings = *state.encodings;
   const auto channel_of = [&](ChannelKind kind) -> ChannelRef* {
     const auto it = state.channels.find(kind);
@@ -549,7 +595,7 @@ bool FoxgloveConnection::Publish(const std::string& id, SessionState& state,
   if (const ChannelRef* channel = channel_of(ChannelKind::kMap)) {
     const std::shared_ptr<const SessionLook> look = encodings.Look(*frame);
     if (state.map_sent != look->map_fingerprint) {
-      if (!publish(channel, MapJson(*look, frame->time))) return false;
+      if (!publish(channel, MapJson(*look, ns))) return false;
       state.map_sent = look->map_fingerprint;
     }
   }
@@ -566,7 +612,7 @@ bool FoxgloveConnection::Publish(const std::string& id, SessionState& state,
     if (bytes != nullptr && !publish(channel, *bytes)) return false;
   }
   if (const ChannelRef* channel = channel_of(ChannelKind::kContacts)) {
-    if (!publish(channel, ContactsJson(*frame, delivery.events))) return false;
+    if (!publish(channel, ContactsJson(*frame, delivery.events, ns))) return false;
   }
   if (const ChannelRef* channel = channel_of(ChannelKind::kLog)) {
     std::vector<std::string> lines;
@@ -577,7 +623,7 @@ bool FoxgloveConnection::Publish(const std::string& id, SessionState& state,
       // A new reader of the log: what it is watching.
       const session::SessionDescription description = encodings.session()->Describe(false);
       lines.push_back(LogJson(
-          frame->time, 2, id,
+          ns, 2, id,
           absl::StrCat("watching session \"", description.config.name, "\": ",
                        frame->vehicles.size(), " vehicles, ", description.obstacle_count,
                        " obstacles, tick ", frame->time.tick, ", ",
@@ -585,7 +631,7 @@ bool FoxgloveConnection::Publish(const std::string& id, SessionState& state,
                        description.config.clock.paused ? " (paused)" : "")));
     } else {
       if (delivery.first_frame) {
-        lines.push_back(LogJson(frame->time, 3, id, "the session was reset"));
+        lines.push_back(LogJson(ns, 3, id, "the session was reset"));
       }
       const std::vector<sim::VehicleId>& before = *state.log_ids;
       std::vector<sim::VehicleId> added;
@@ -604,18 +650,18 @@ bool FoxgloveConnection::Publish(const std::string& id, SessionState& state,
         return text;
       };
       if (!added.empty()) {
-        lines.push_back(LogJson(frame->time, 2, id,
+        lines.push_back(LogJson(ns, 2, id,
                                 absl::StrCat("vehicles added: ", list(added))));
       }
       if (!removed.empty()) {
-        lines.push_back(LogJson(frame->time, 2, id,
+        lines.push_back(LogJson(ns, 2, id,
                                 absl::StrCat("vehicles removed: ", list(removed))));
       }
     }
     for (const sim::ContactEvent& event : delivery.events.events) {
       if (event.phase != sim::ContactPhase::kBegan) continue;
       lines.push_back(LogJson(
-          frame->time, 3, id,
+          ns, 3, id,
           absl::StrCat("contact: vehicle ", event.contact.pair.vehicle, " and ",
                        OtherKindName(event.contact.pair.other_kind), " ",
                        event.contact.pair.other_id, " at tick ", event.tick)));
@@ -647,14 +693,16 @@ void FoxgloveConnection::Run() {
   while (ok) {
     std::deque<std::string> inbox;
     {
-      absl::MutexLock lock(&mu_);
-      const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return wake_ || closed_ || !inbox_.empty();
+      Signal& signal = *signal_;
+      absl::MutexLock lock(&signal.mu);
+      const auto ready = [&signal]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(signal.mu) {
+        return signal.wake || signal.closed;
       };
-      mu_.AwaitWithTimeout(absl::Condition(&ready), kWriterTick);
-      if (closed_) break;
-      wake_ = false;
-      inbox.swap(inbox_);
+      signal.mu.AwaitWithTimeout(absl::Condition(&ready), kWriterTick);
+      if (signal.closed) break;
+      signal.wake = false;
+      inbox.swap(signal.inbox);
+      signal.inbox_bytes = 0;
     }
     for (const std::string& text : inbox) {
       if (!(ok = Handle(text))) break;
@@ -683,7 +731,14 @@ void FoxgloveConnection::Run() {
   sessions_.clear();
   if (!failed_) {
     // Ended by the server (a revoked token): say goodbye; the client then closes.
-    mg_websocket_write(connection_, MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE, "\x03\xe8", 2);
+    if (mg_websocket_write(connection_, MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE, "\x03\xe8", 2) <= 0) {
+      failed_ = true;
+    }
+  }
+  if (failed_) {
+    // The client stopped reading (a write waited the request timeout), or went away: end
+    // the connection, which would otherwise keep its civetweb thread until the client closes.
+    ShutdownSocket(connection_);
   }
 }
 
@@ -694,7 +749,7 @@ FoxgloveHub::FoxgloveHub(FoxgloveOptions options, session::SessionManager* sessi
     : options_(std::move(options)),
       sessions_(sessions),
       clock_(clock),
-      connections_(std::make_shared<std::atomic<std::int64_t>>(0)) {
+      connections_(std::make_shared<std::array<std::atomic<std::int64_t>, 2>>()) {
   // Tells a client that reconnects whether it reached the same server (or must forget what
   // it knew): random for each start.
   const absl::StatusOr<std::string> id = session::NewSessionId();
@@ -706,13 +761,16 @@ FoxgloveHub::FoxgloveHub(FoxgloveOptions options, session::SessionManager* sessi
   frames_skipped_ = metrics->AddCounter(
       "pitlane_web_frames_skipped_total",
       "Frames a WebSocket client was too slow to take (a newer one replaced them).");
-  std::weak_ptr<std::atomic<std::int64_t>> count = connections_;
-  metrics->AddGauge("pitlane_web_connections", "Open WebSocket connections, by protocol.",
-                    [count] {
-                      const auto live = count.lock();
-                      return std::vector<metrics::Sample>{
-                          {{{"protocol", "foxglove"}}, live == nullptr ? 0.0 : double(live->load())}};
-                    });
+  std::weak_ptr<std::array<std::atomic<std::int64_t>, 2>> count = connections_;
+  metrics->AddGauge(
+      "pitlane_web_connections",
+      "Open WebSocket connections: Foxglove and Lichtblick (foxglove), the viewer's pages (viewer).",
+      [count] {
+        const auto live = count.lock();
+        const auto value = [&live](int i) { return live == nullptr ? 0.0 : double((*live)[i].load()); };
+        return std::vector<metrics::Sample>{{{{"protocol", "foxglove"}}, value(0)},
+                                            {{{"protocol", "viewer"}}, value(1)}};
+      });
 }
 
 FoxgloveHub::~FoxgloveHub() = default;
@@ -723,7 +781,8 @@ std::shared_ptr<SessionEncodings> FoxgloveHub::EncodingsFor(
   std::weak_ptr<SessionEncodings>& slot = encodings_[session->id()];
   std::shared_ptr<SessionEncodings> encodings = slot.lock();
   if (encodings == nullptr || encodings->session() != session) {
-    encodings = std::make_shared<SessionEncodings>(session, &options_.encode_world_state, clock_);
+    encodings = std::make_shared<SessionEncodings>(session, &options_.encode_world_state, clock_,
+                                                   options_.epoch_offset_ns);
     slot = encodings;
   }
   // Forget the sessions nobody watches any more.
@@ -750,6 +809,16 @@ int FoxgloveHub::OnConnect(const mg_connection* connection, void* hub_data) {
                 absl::StrCat("Sec-WebSocket-Protocol: offer ", foxglove::kSubprotocol, "\n"));
     return 1;
   }
+  // RFC 6455: 16 random bytes in base64. civetweb fails the handshake on other keys without
+  // telling us, so they are refused here, before anything is made for the connection.
+  const char* key = mg_get_header(connection, "Sec-WebSocket-Key");
+  std::string decoded;
+  if (key == nullptr || std::strlen(key) != 24 || !absl::Base64Unescape(key, &decoded) ||
+      decoded.size() != 16) {
+    RespondText(mutable_connection, 400, "Bad Request",
+                "Sec-WebSocket-Key: must be 16 bytes in base64 (RFC 6455)\n");
+    return 1;
+  }
   double rate_hz = hub->options_.default_rate_hz;
   if (const std::optional<absl::string_view> rate = query.Get("rate_hz")) {
     if (!absl::SimpleAtod(*rate, &rate_hz) || !(rate_hz >= kMinRateHz && rate_hz <= kMaxRateHz)) {
@@ -762,8 +831,15 @@ int FoxgloveHub::OnConnect(const mg_connection* connection, void* hub_data) {
   }
   std::unique_ptr<Visitor> visitor;
   if (hub->options_.authenticate) {
+    // The cookie only from the server's own pages: another site's page could otherwise open
+    // a WebSocket with it (cross-site WebSocket hijacking).
+    const char* origin = mg_get_header(connection, "Origin");
+    const char* host = mg_get_header(connection, "Host");
+    const bool same_origin = origin == nullptr ||
+                             (host != nullptr && (absl::string_view(origin) == absl::StrCat("http://", host) ||
+                                                  absl::string_view(origin) == absl::StrCat("https://", host)));
     absl::StatusOr<std::unique_ptr<Visitor>> authenticated =
-        hub->options_.authenticate(TokenOf(mutable_connection, query));
+        hub->options_.authenticate(TokenOf(mutable_connection, query, same_origin));
     if (!authenticated.ok()) {
       RespondText(mutable_connection, 401, "Unauthorized",
                   absl::StrCat(authenticated.status().message(), "\n"),
@@ -773,40 +849,104 @@ int FoxgloveHub::OnConnect(const mg_connection* connection, void* hub_data) {
     visitor = *std::move(authenticated);
   }
   const std::optional<absl::string_view> viewer = query.Get("viewer");
-  auto* state = new FoxgloveConnection(hub, std::move(visitor), rate_hz,
-                                       viewer.has_value() && *viewer == "1");
-  mg_set_user_connection_data(connection, state);
-  hub->connections_->fetch_add(1);
+  auto state = std::make_unique<FoxgloveConnection>(hub, std::move(visitor), rate_hz,
+                                                    viewer.has_value() && *viewer == "1");
+  {
+    absl::MutexLock lock(&hub->mu_);
+    // WebSockets hold a thread each: some are kept for the probes and the pages; and one
+    // token may not take them all.
+    if (hub->open_ >= hub->options_.max_connections) {
+      RespondText(mutable_connection, 503, "Service Unavailable",
+                  absl::StrCat("connections: this server takes ", hub->options_.max_connections,
+                               " WebSocket connections at once\n"));
+      return 1;
+    }
+    const std::string who = state->visitor() != nullptr ? state->visitor()->Who() : "";
+    if (!who.empty() && hub->per_visitor_[who] >= hub->options_.max_connections_per_token) {
+      RespondText(mutable_connection, 429, "Too Many Requests",
+                  absl::StrCat("connections: one token may hold ",
+                               hub->options_.max_connections_per_token,
+                               " WebSocket connections at once\n"));
+      return 1;
+    }
+    if (!who.empty()) ++hub->per_visitor_[who];
+    ++hub->open_;
+    // civetweb reuses its connection structures: an entry left by a handshake that failed
+    // after this callback (it calls neither OnReady nor OnClose then) is dropped now.
+    if (auto stale = hub->pending_.find(connection); stale != hub->pending_.end()) {
+      hub->ForgetLocked(*stale->second);
+      hub->pending_.erase(stale);
+    }
+    hub->pending_[connection] = std::move(state);
+  }
   return 0;
 }
 
-void FoxgloveHub::OnReady(mg_connection* connection, void* /*hub*/) {
-  auto* state = static_cast<FoxgloveConnection*>(mg_get_user_connection_data(connection));
-  if (state != nullptr) state->Start(connection);
+void FoxgloveHub::ForgetLocked(const FoxgloveConnection& state) {
+  --open_;
+  if (state.visitor() != nullptr) {
+    const auto it = per_visitor_.find(state.visitor()->Who());
+    if (it != per_visitor_.end() && --it->second == 0) per_visitor_.erase(it);
+  }
+}
+
+void FoxgloveHub::OnReady(mg_connection* connection, void* hub_data) {
+  auto* hub = static_cast<FoxgloveHub*>(hub_data);
+  std::unique_ptr<FoxgloveConnection> state;
+  {
+    absl::MutexLock lock(&hub->mu_);
+    const auto it = hub->pending_.find(connection);
+    if (it == hub->pending_.end()) return;
+    state = std::move(it->second);
+    hub->pending_.erase(it);
+  }
+  (*hub->connections_)[state->viewer() ? 1 : 0].fetch_add(1);
+  FoxgloveConnection* started = state.release();
+  mg_set_user_connection_data(connection, started);
+  if (!started->Start(connection)) {
+    // No thread for its writer (the process is out of them): say so and close.
+    mg_websocket_write(connection, MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE, "\x03\xf3", 2);
+  }
 }
 
 int FoxgloveHub::OnData(mg_connection* connection, int bits, char* data, std::size_t size,
                         void* /*hub*/) {
   auto* state = static_cast<FoxgloveConnection*>(mg_get_user_connection_data(connection));
   if (state == nullptr) return 0;
+  // Only whole text messages, up to the size the protocol's messages need; a client that
+  // sends more, or fragments, is closed (civetweb has read the frame whole by now).
+  const bool final_frame = (bits & 0x80) != 0;
   switch (bits & 0x0F) {
     case MG_WEBSOCKET_OPCODE_TEXT:
-      return state->Receive(std::string(data, size)) ? 1 : 0;
+      if (!final_frame || size > foxglove::kMaxClientMessageBytes) return 0;
+      return state->Receive(absl::string_view(data, size)) ? 1 : 0;
+    case MG_WEBSOCKET_OPCODE_CONTINUATION:
     case MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE:
       return 0;
     default:
-      return 1;  // Binary client messages (publishing, services) are not offered: ignored.
+      return 1;  // Binary messages (publishing, services), pings, pongs: not offered, ignored.
   }
 }
 
 void FoxgloveHub::OnClose(const mg_connection* connection, void* hub_data) {
   auto* hub = static_cast<FoxgloveHub*>(hub_data);
   auto* state = static_cast<FoxgloveConnection*>(mg_get_user_connection_data(connection));
-  if (state == nullptr) return;
+  if (state == nullptr) {
+    absl::MutexLock lock(&hub->mu_);
+    if (auto pending = hub->pending_.find(connection); pending != hub->pending_.end()) {
+      hub->ForgetLocked(*pending->second);
+      hub->pending_.erase(pending);
+    }
+    return;
+  }
   state->Close();
+  (*hub->connections_)[state->viewer() ? 1 : 0].fetch_sub(1);
+  {
+    absl::MutexLock lock(&hub->mu_);
+    hub->ForgetLocked(*state);
+  }
   delete state;
   mg_set_user_connection_data(connection, nullptr);
-  hub->connections_->fetch_sub(1);
 }
 
 }  // namespace pitlane::web

@@ -18,6 +18,7 @@
 #ifndef PITLANE_SERVER_WEB_FOXGLOVE_HUB_H_
 #define PITLANE_SERVER_WEB_FOXGLOVE_HUB_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -72,6 +73,12 @@ struct FoxgloveOptions {
   std::string world_state_descriptor_set;
   // Null: every session is visible (--auth=none).
   Authenticator authenticate;
+  // Added to the clock's readings to give time since the Unix epoch (message timestamps).
+  std::int64_t epoch_offset_ns = 0;
+  // WebSocket connections at once (each holds a thread of the endpoint: keep some for the
+  // rest), and per token.
+  int max_connections = 192;
+  int max_connections_per_token = 32;
 };
 
 inline constexpr double kMinRateHz = 1.0;
@@ -83,11 +90,17 @@ inline constexpr std::size_t kMaxVehicleChannels = 1000;
 // The encodings of one session's frames, made once per frame for every connection.
 class SessionEncodings {
  public:
+  // `epoch_offset_ns` turns `clock`'s readings into time since the Unix epoch.
   SessionEncodings(std::shared_ptr<session::Session> session, const WorldStateEncoder* world_state,
-                   const session::Clock* clock)
-      : session_(std::move(session)), world_state_(world_state), clock_(clock) {}
+                   const session::Clock* clock, std::int64_t epoch_offset_ns)
+      : session_(std::move(session)),
+        world_state_(world_state),
+        clock_(clock),
+        epoch_offset_ns_(epoch_offset_ns) {}
 
   const std::shared_ptr<session::Session>& session() const { return session_; }
+  // When `frame` was published, for its messages' timestamps (frame_json.h).
+  std::uint64_t StampOf(const std::shared_ptr<const session::Frame>& frame);
   // The session's look, described again when `frame` has a vehicle it does not know or it
   // is older than a second.
   std::shared_ptr<const SessionLook> Look(const session::Frame& frame);
@@ -106,12 +119,18 @@ class SessionEncodings {
 
  private:
   struct Encoded {
+    // The frame (compared by identity while it is alive) and when it was first asked for.
+    std::weak_ptr<const session::Frame> frame;
+    const session::Frame* address = nullptr;
+    std::uint64_t stamp_ns = 0;
     std::shared_ptr<const std::string> scene;
     std::shared_ptr<const std::string> world_state;
     std::shared_ptr<const std::vector<std::string>> telemetry;
     std::optional<Viewer> viewer;
   };
-  // The encodings of `frame`, reset when it is not the frame last asked for.
+  // The encodings of `frame`. The last kCachedFrames frames asked for are kept: connections
+  // whose rate limits take different frames still share each one's encodings.
+  static constexpr std::size_t kCachedFrames = 4;
   Encoded& EncodedLocked(const std::shared_ptr<const session::Frame>& frame)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<const SessionLook> LookLocked(const session::Frame& frame)
@@ -120,12 +139,13 @@ class SessionEncodings {
   const std::shared_ptr<session::Session> session_;
   const WorldStateEncoder* const world_state_;
   const session::Clock* const clock_;
+  const std::int64_t epoch_offset_ns_;
   absl::Mutex mu_;
   std::shared_ptr<const SessionLook> look_ ABSL_GUARDED_BY(mu_);
   std::int64_t look_ns_ ABSL_GUARDED_BY(mu_) = 0;
-  std::weak_ptr<const session::Frame> frame_ ABSL_GUARDED_BY(mu_);
-  const session::Frame* frame_address_ ABSL_GUARDED_BY(mu_) = nullptr;
-  Encoded encoded_ ABSL_GUARDED_BY(mu_);
+  std::array<Encoded, kCachedFrames> cache_ ABSL_GUARDED_BY(mu_);
+  std::size_t next_slot_ ABSL_GUARDED_BY(mu_) = 0;  // The oldest entry, replaced next.
+  std::uint64_t last_stamp_ns_ ABSL_GUARDED_BY(mu_) = 0;
   // The viewer's roster, made again only when the vehicles change.
   std::shared_ptr<const std::string> roster_ ABSL_GUARDED_BY(mu_);
   std::uint32_t roster_version_ ABSL_GUARDED_BY(mu_) = 0;
@@ -168,10 +188,19 @@ class FoxgloveHub {
   metrics::Counter* bytes_sent_;
   metrics::Counter* frames_sent_;
   metrics::Counter* frames_skipped_;
-  std::shared_ptr<std::atomic<std::int64_t>> connections_;
+  // Open connections: [0] Foxglove clients, [1] the viewer's pages.
+  std::shared_ptr<std::array<std::atomic<std::int64_t>, 2>> connections_;
   std::string instance_id_;
+  // Counts of OnConnect's admissions, released by OnClose (or a later OnConnect of the same
+  // civetweb connection, if the handshake failed).
+  void ForgetLocked(const FoxgloveConnection& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::weak_ptr<SessionEncodings>> encodings_ ABSL_GUARDED_BY(mu_);
+  // Admitted, handshake not yet done.
+  absl::flat_hash_map<const mg_connection*, std::unique_ptr<FoxgloveConnection>> pending_
+      ABSL_GUARDED_BY(mu_);
+  int open_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, int> per_visitor_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pitlane::web

@@ -267,6 +267,7 @@ SessionLook LookOf(const session::SessionDescription& description) {
   std::uint64_t hash = 0xcbf29ce484222325ull;
   for (const sim::Obstacle& obstacle : look.obstacles) {
     Mix(hash, obstacle.id);
+    Mix(hash, std::hash<std::string>()(obstacle.spec.name));
     Mix(hash, obstacle.spec.center_x_m);
     Mix(hash, obstacle.spec.center_y_m);
     Mix(hash, obstacle.spec.yaw_rad);
@@ -276,6 +277,8 @@ SessionLook LookOf(const session::SessionDescription& description) {
   Mix(hash, look.obstacles.size());
   for (const sim::Route& route : look.routes) {
     Mix(hash, route.points.size());
+    Mix(hash, route.closed);
+    Mix(hash, route.lane_width_m);
     for (const sim::RoutePoint& point : route.points) {
       Mix(hash, point.x_m);
       Mix(hash, point.y_m);
@@ -283,20 +286,23 @@ SessionLook LookOf(const session::SessionDescription& description) {
   }
   if (look.bounds.has_value()) {
     Mix(hash, look.bounds->min_x_m);
+    Mix(hash, look.bounds->min_y_m);
+    Mix(hash, look.bounds->max_x_m);
     Mix(hash, look.bounds->max_y_m);
   }
   Mix(hash, look.spawn_points.size());
+  for (const session::SpawnPoint& spawn : look.spawn_points) {
+    Mix(hash, spawn.pose.x_m);
+    Mix(hash, spawn.pose.y_m);
+    Mix(hash, spawn.pose.yaw_rad);
+  }
   look.map_fingerprint = hash;
   return look;
 }
 
-std::uint64_t TimestampNs(const session::SimTime& time) {
-  const double ns = std::round(time.sim_time_s * 1e9);
-  return ns <= 0.0 ? 0 : static_cast<std::uint64_t>(ns);
-}
-
-std::string SceneJson(const session::Frame& frame, const SessionLook& look) {
-  const std::uint64_t ns = TimestampNs(frame.time);
+std::string SceneJson(const session::Frame& frame, const SessionLook& look,
+                      std::uint64_t stamp_ns) {
+  const std::uint64_t ns = stamp_ns;
   // Vehicles in contact, for the highlight: the contacts are few and sorted by pair.
   absl::flat_hash_map<sim::VehicleId, bool> touching;
   for (const sim::Contact& contact : frame.contacts) {
@@ -345,8 +351,8 @@ std::string SceneJson(const session::Frame& frame, const SessionLook& look) {
   return out;
 }
 
-std::string MapJson(const SessionLook& look, const session::SimTime& time) {
-  const std::uint64_t ns = TimestampNs(time);
+std::string MapJson(const SessionLook& look, std::uint64_t stamp_ns) {
+  const std::uint64_t ns = stamp_ns;
   std::string out = "{\"deletions\":[{\"timestamp\":";
   Time(ns, &out);
   out.append(",\"type\":1,\"id\":\"\"}],\"entities\":[");
@@ -402,9 +408,9 @@ std::string MapJson(const SessionLook& look, const session::SimTime& time) {
 }
 
 std::string TelemetryJson(const session::Frame& frame, const sim::VehicleSnapshot& vehicle,
-                          const VehicleLook* look) {
+                          const VehicleLook* look, std::uint64_t stamp_ns) {
   std::string out = "{\"timestamp\":";
-  Time(TimestampNs(frame.time), &out);
+  Time(stamp_ns, &out);
   out.append(",\"tick\":");
   AppendInteger(frame.time.tick, &out);
   out.append(",\"sim_time_s\":");
@@ -542,11 +548,14 @@ std::string ViewerRoster(const session::Frame& frame, const SessionLook& look,
   return out;
 }
 
-std::string ContactsJson(const session::Frame& frame, const session::FrameEvents& events) {
+std::string ContactsJson(const session::Frame& frame, const session::FrameEvents& events,
+                         std::uint64_t stamp_ns) {
   std::string out = "{\"timestamp\":";
-  Time(TimestampNs(frame.time), &out);
+  Time(stamp_ns, &out);
   out.append(",\"tick\":");
   AppendInteger(frame.time.tick, &out);
+  out.append(",\"sim_time_s\":");
+  AppendNumber(frame.time.sim_time_s, &out);
   out.append(",\"contacts\":[");
   for (std::size_t i = 0; i < frame.contacts.size(); ++i) {
     if (i > 0) out.push_back(',');
@@ -574,10 +583,10 @@ std::string ContactsJson(const session::Frame& frame, const session::FrameEvents
   return out;
 }
 
-std::string LogJson(const session::SimTime& time, int level, absl::string_view name,
+std::string LogJson(std::uint64_t stamp_ns, int level, absl::string_view name,
                     absl::string_view message) {
   std::string out = "{\"timestamp\":";
-  Time(TimestampNs(time), &out);
+  Time(stamp_ns, &out);
   out.append(",\"level\":");
   AppendInteger(static_cast<std::uint64_t>(level), &out);
   out.append(",\"message\":");

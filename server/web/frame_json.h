@@ -46,24 +46,27 @@ struct SessionLook {
 // From a description with its vehicles and obstacles (Session::Describe(true)).
 SessionLook LookOf(const session::SessionDescription& description);
 
-// The timestamp of a frame on the session's clock, ns (what Foxglove plots against).
-std::uint64_t TimestampNs(const session::SimTime& time);
+// Every message carries a timestamp, `stamp_ns`: when the server published the frame, ns
+// since the Unix epoch, from one monotonic clock for every session (Foxglove's player takes
+// a timestamp older than the last as a seek). The frame's own simulated time is in its fields.
 
 // foxglove.SceneUpdate: one entity per vehicle ("vehicle/<id>": its body as a cube coloured
 // by state, an arrow for its heading, a label with its name or id and speed), those in
 // contact red. Vehicles missing from `look` are drawn with the default body.
-std::string SceneJson(const session::Frame& frame, const SessionLook& look);
+std::string SceneJson(const session::Frame& frame, const SessionLook& look,
+                      std::uint64_t stamp_ns);
 // foxglove.SceneUpdate of the map: routes as lines as wide as their lanes, walls, obstacles
 // as boxes, spawn points as arrows.
-std::string MapJson(const SessionLook& look, const session::SimTime& time);
+std::string MapJson(const SessionLook& look, std::uint64_t stamp_ns);
 // One vehicle's telemetry (pitlane.VehicleTelemetry, schema VehicleTelemetrySchema()), with
 // its range scan when it has one.
 std::string TelemetryJson(const session::Frame& frame, const sim::VehicleSnapshot& vehicle,
-                          const VehicleLook* look);
+                          const VehicleLook* look, std::uint64_t stamp_ns);
 // The contacts in effect and the events since the previous delivery (pitlane.Contacts).
-std::string ContactsJson(const session::Frame& frame, const session::FrameEvents& events);
+std::string ContactsJson(const session::Frame& frame, const session::FrameEvents& events,
+                         std::uint64_t stamp_ns);
 // foxglove.Log: level 2 info, 3 warning.
-std::string LogJson(const session::SimTime& time, int level, absl::string_view name,
+std::string LogJson(std::uint64_t stamp_ns, int level, absl::string_view name,
                     absl::string_view message);
 
 // The browser viewer's compact frame (docs/dashboards.md, "The viewer's channel"): a header,

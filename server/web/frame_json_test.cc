@@ -32,7 +32,7 @@ TEST(SceneJsonTest, DrawsTheBodyBoxAroundItsCentreTurnedByTheYaw) {
   SessionLook look;
   look.vehicles[7] = {.name = "red", .kind = sim::ModelKind::kSingleTrack,
                       .body = {.length_m = 4.0, .width_m = 2.0, .center_offset_m = 1.5}};
-  const Json scene = Json::parse(SceneJson(frame, look));
+  const Json scene = Json::parse(SceneJson(frame, look, 3'000'000'000));
   ASSERT_EQ(scene["deletions"].size(), 1u);
   EXPECT_EQ(scene["deletions"][0]["type"], 1);  // All: the update replaces the last.
   ASSERT_EQ(scene["entities"].size(), 1u);
@@ -65,7 +65,7 @@ TEST(SceneJsonTest, VehiclesInContactAreRedAndCrashedOnesGrey) {
   frame.vehicles.push_back(other);
   frame.contacts.push_back({.pair = {.vehicle = 7, .other_kind = sim::ObjectKind::kObstacle,
                                      .other_id = 1}});
-  const Json scene = Json::parse(SceneJson(frame, SessionLook{}));
+  const Json scene = Json::parse(SceneJson(frame, SessionLook{}, 1));
   EXPECT_GT(scene["entities"][0]["cubes"][0]["color"]["r"].get<double>(), 0.9);
   EXPECT_LT(scene["entities"][0]["cubes"][0]["color"]["g"].get<double>(), 0.2);
   EXPECT_EQ(scene["entities"][1]["cubes"][0]["color"]["r"], scene["entities"][1]["cubes"][0]["color"]["g"]);
@@ -83,7 +83,7 @@ TEST(MapJsonTest, RoutesAsWideAsTheirLanesWallsObstaclesAndSpawnPoints) {
   cone.spec = {.name = "cone", .center_x_m = 5, .center_y_m = 6, .length_m = 0.5, .width_m = 0.5};
   look.obstacles.push_back(cone);
   look.spawn_points.push_back({.name = "start", .pose = {.x_m = 1, .y_m = 2, .yaw_rad = 0}});
-  const Json map = Json::parse(MapJson(look, {.tick = 0, .sim_time_s = 0}));
+  const Json map = Json::parse(MapJson(look, 5));
   ASSERT_EQ(map["entities"].size(), 4u);
   const Json& route = map["entities"][0];
   EXPECT_EQ(route["id"], "route/0");
@@ -114,8 +114,9 @@ TEST(LookOfTest, FingerprintFollowsTheMapOnly) {
 TEST(TelemetryJsonTest, EveryFieldWithItsUnit) {
   const session::Frame frame = OneCar(1.0, 2.0, 0.5, 3.25);
   const VehicleLook look{.name = "a\"b", .has_driver = true};
-  const Json telemetry = Json::parse(TelemetryJson(frame, frame.vehicles[0], &look));
+  const Json telemetry = Json::parse(TelemetryJson(frame, frame.vehicles[0], &look, 7));
   EXPECT_EQ(telemetry["tick"], 150);
+  EXPECT_EQ(telemetry["timestamp"]["nsec"], 7);
   EXPECT_EQ(telemetry["sim_time_s"], 3.0);
   EXPECT_EQ(telemetry["vehicle_id"], 7);
   EXPECT_EQ(telemetry["name"], "a\"b");
@@ -138,7 +139,7 @@ TEST(ContactsJsonTest, ContactsAndEvents) {
   session::FrameEvents events;
   events.events.push_back({.tick = 149, .phase = sim::ContactPhase::kBegan, .contact = contact});
   events.dropped = 3;
-  const Json contacts = Json::parse(ContactsJson(frame, events));
+  const Json contacts = Json::parse(ContactsJson(frame, events, 9));
   EXPECT_EQ(contacts["contacts"][0]["other_kind"], "wall");
   EXPECT_EQ(contacts["contacts"][0]["depth_m"], 0.25);
   EXPECT_EQ(contacts["events"][0]["phase"], "began");
@@ -147,8 +148,9 @@ TEST(ContactsJsonTest, ContactsAndEvents) {
 }
 
 TEST(LogJsonTest, FoxgloveLog) {
-  const Json log = Json::parse(LogJson({.tick = 1, .sim_time_s = 0.02}, 3, "s-1", "reset"));
+  const Json log = Json::parse(LogJson(1'764'070'159'020'000'000ull, 3, "s-1", "reset"));
   EXPECT_EQ(log["level"], 3);
+  EXPECT_EQ(log["timestamp"]["sec"], 1764070159);
   EXPECT_EQ(log["timestamp"]["nsec"], 20000000);
   EXPECT_EQ(log["message"], "reset");
   EXPECT_EQ(log["name"], "s-1");

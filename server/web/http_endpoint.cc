@@ -60,12 +60,14 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   // the request timeout. Still, a client holding more idle connections than there are threads
   // delays the probes by up to that timeout (docs/operations.md).
   // A WebSocket holds its thread while it lasts; a write to a client that stopped reading
-  // gives up after the request timeout (and the connection is dropped).
+  // gives up after the request timeout, and the connection is then shut down. Pings every
+  // 30 s of silence find clients that vanished.
   const std::string threads = absl::StrCat(endpoint->options_.max_connections);
   const char* configuration[] = {"listening_ports", listen.c_str(),
                                  "num_threads", threads.c_str(),
                                  "request_timeout_ms", "3000",
-                                 "websocket_timeout_ms", "3600000",
+                                 "websocket_timeout_ms", "30000",
+                                 "enable_websocket_ping_pong", "yes",
                                  nullptr};
   mg_callbacks callbacks;
   std::memset(&callbacks, 0, sizeof(callbacks));

@@ -1,7 +1,12 @@
 #include "server/web/request.h"
 
+#include <arpa/inet.h>
 #include <civetweb.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/ascii.h"
@@ -57,7 +62,8 @@ std::optional<absl::string_view> RequestQuery::Get(absl::string_view name) const
   return std::nullopt;
 }
 
-std::optional<std::string> TokenOf(mg_connection* connection, const RequestQuery& query) {
+std::optional<std::string> TokenOf(mg_connection* connection, const RequestQuery& query,
+                                   bool cookie_allowed) {
   if (const char* header = mg_get_header(connection, "Authorization"); header != nullptr) {
     const absl::StatusOr<absl::string_view> token = auth::BearerToken(header);
     return token.ok() ? std::string(*token) : std::string(header);
@@ -65,13 +71,47 @@ std::optional<std::string> TokenOf(mg_connection* connection, const RequestQuery
   if (const std::optional<absl::string_view> token = query.Get("token")) {
     return std::string(*token);
   }
-  if (const char* cookies = mg_get_header(connection, "Cookie"); cookies != nullptr) {
+  if (const char* cookies = mg_get_header(connection, "Cookie");
+      cookie_allowed && cookies != nullptr) {
     for (absl::string_view cookie : absl::StrSplit(cookies, ';')) {
       cookie = absl::StripAsciiWhitespace(cookie);
       if (absl::ConsumePrefix(&cookie, "pitlane_token=")) return std::string(cookie);
     }
   }
   return std::nullopt;
+}
+
+bool ShutdownSocket(const mg_connection* connection) {
+  const mg_request_info* request = mg_get_request_info(connection);
+  if (request == nullptr) return false;
+  in_addr peer_address{};
+  if (inet_pton(AF_INET, request->remote_addr, &peer_address) != 1) return false;
+  DIR* fds = opendir("/proc/self/fd");
+  if (fds == nullptr) return false;
+  bool found = false;
+  while (const dirent* entry = readdir(fds)) {
+    char* end = nullptr;
+    const long fd = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0') continue;
+    sockaddr_in peer{};
+    sockaddr_in local{};
+    socklen_t peer_size = sizeof(peer);
+    socklen_t local_size = sizeof(local);
+    if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0 ||
+        getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
+        peer.sin_family != AF_INET) {
+      continue;
+    }
+    if (peer.sin_addr.s_addr == peer_address.s_addr &&
+        ntohs(peer.sin_port) == request->remote_port &&
+        ntohs(local.sin_port) == request->server_port) {
+      shutdown(static_cast<int>(fd), SHUT_RDWR);
+      found = true;
+      break;
+    }
+  }
+  closedir(fds);
+  return found;
 }
 
 int Respond(mg_connection* connection, int status, absl::string_view reason,

@@ -26,9 +26,16 @@ class RequestQuery {
 };
 
 // The token a request shows: `Authorization: Bearer <token>`, else the `token` query parameter
-// (a browser cannot set headers on a WebSocket), else the `pitlane_token` cookie. nullopt if
-// none; a malformed value is returned as is, for the authenticator to refuse.
-std::optional<std::string> TokenOf(mg_connection* connection, const RequestQuery& query);
+// (a browser cannot set headers on a WebSocket), else, if `cookie_allowed` (a request from
+// the server's own pages), the `pitlane_token` cookie. nullopt if none; a malformed value is
+// returned as is, for the authenticator to refuse.
+std::optional<std::string> TokenOf(mg_connection* connection, const RequestQuery& query,
+                                   bool cookie_allowed = true);
+
+// Shuts down the socket of `connection` (both directions), so that civetweb's thread reading
+// it stops and closes it: for a WebSocket client that stopped reading (civetweb offers no
+// call for this). Found among the process's sockets by its two ends. False if not found.
+bool ShutdownSocket(const mg_connection* connection);
 
 // Writes a complete response with a body (none for HEAD), closing the connection after it;
 // returns `status` (for civetweb's log). `extra_headers`: whole lines, each ending in "\r\n".

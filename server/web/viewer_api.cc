@@ -150,6 +150,17 @@ int ViewerApi::Serve(mg_connection* connection) {
     return RespondJson(connection, 405, "Method Not Allowed",
                        "{\"error\":\"method: POST changes a session\"}\n", "Allow: POST\r\n");
   }
+  // A browser says which page sent a POST: only the server's own pages may change a session
+  // (another site's page could otherwise reset a session of a server without tokens, or use
+  // the visitor's cookie). Scripts send no Origin.
+  if (const char* origin = mg_get_header(connection, "Origin"); origin != nullptr) {
+    const char* host = mg_get_header(connection, "Host");
+    if (host == nullptr || (absl::string_view(origin) != absl::StrCat("http://", host) &&
+                            absl::string_view(origin) != absl::StrCat("https://", host))) {
+      return RespondError(connection, absl::PermissionDeniedError(
+                                          "Origin: changes come from this server's own pages"));
+    }
+  }
   absl::StatusOr<std::shared_ptr<session::Session>> found = options_.sessions->Find(id);
   if (!found.ok()) return RespondError(connection, found.status());
   const std::shared_ptr<session::Session>& session = *found;

@@ -82,9 +82,16 @@ def test_every_channel_decodes_and_equals_get_state_of_the_same_tick():
             messages = first_messages(fox, topics)
             state = client.get_state(sid)
             assert state.time.tick == 10
+            stamps = set()
             for topic, message in messages.items():
                 assert message["schemaErrors"] == [], (topic, message["schemaErrors"])
-                assert int(message["timestamp"]) == round(state.time.sim_time_s * 1e9), topic
+                if topic != f"/{sid}/log":  # The log's first line comes with the subscription.
+                    stamps.add(int(message["timestamp"]))
+            # One frame, one timestamp on every channel: when the server published it (ns since
+            # the epoch, within a minute of this machine's clock).
+            assert len(stamps) == 1, stamps
+            assert abs(stamps.pop() - time.time_ns()) < 60e9
+            assert messages[f"/{sid}/contacts"]["value"]["sim_time_s"] == state.time.sim_time_s
 
             # The protobuf channel is GetState's WorldState, field for field.
             expected = json_format.MessageToDict(state, preserving_proto_field_name=True)
@@ -138,6 +145,8 @@ def test_every_channel_decodes_and_equals_get_state_of_the_same_tick():
             ticks = [int(e["value"]["time"]["tick"]) for e in events
                      if e["event"] == "message" and e["topic"] == f"/{sid}/world_state"]
             assert ticks and ticks[-1] == 20 and ticks == sorted(ticks), ticks
+            stamps = [int(e["timestamp"]) for e in events if e["event"] == "message"]
+            assert stamps == sorted(stamps)  # One clock for every channel and session.
             assert not [e for e in events if e["event"] == "message" and e["topic"] == f"/{sid}/scene"]
 
 
@@ -192,6 +201,11 @@ def test_subprotocol_rate_and_bad_client_messages():
             with pytest.raises(HandshakeError) as refused:
                 WebSocket(address, path="/foxglove" + query, protocols=protocols)
             assert refused.value.status == 400 and message in refused.value.body
+        for key in ("A" * 64, "not base64 at all!!!!!!!", "AAAA"):
+            with pytest.raises(HandshakeError) as refused:
+                WebSocket(address, key=key)
+            assert refused.value.status == 400
+            assert "Sec-WebSocket-Key: must be 16 bytes in base64" in refused.value.body
 
         sid = client.create_session(name="bad").session_id
         ws = WebSocket(address)
@@ -220,6 +234,16 @@ def test_subprotocol_rate_and_bad_client_messages():
             status = status_after(lambda: ws.send_text(text))
             assert (status["level"], expected in status["message"]) == (level, True), status
         ws.send_frame(0x2, b"\x01binary")  # Client publishing is not offered: ignored.
+        # A message beyond 256 KiB, or a fragmented one, ends the connection.
+        for frames in ([(0x1, b" " * (300 << 10), True)], [(0x1, b'{"op":', False)]):
+            big = WebSocket(address)
+            big.receive_json()
+            for opcode, payload, fin in frames:
+                big.send_frame(opcode, payload, fin=fin)
+            with pytest.raises(ConnectionError):
+                while True:
+                    big.receive()
+            big.sock.close()
         # Still serving: a good subscription gets its message.
         ws.send_json({"op": "subscribe",
                       "subscriptions": [{"id": 5, "channelId": channels[f"/{sid}/contacts"]}]})
@@ -263,6 +287,18 @@ def test_tokens_decide_which_sessions_a_client_sees(tmp_path):
         with FoxgloveNode(fox_url(server, f"?token={admin}")) as fox:
             fox.wait_for(lambda e: e["event"] == "serverInfo")
             wait_for_topics(fox, session_topics(mine) + session_topics(other))
+        # The cookie counts only from the server's own pages (no cross-site WebSocket).
+        with pytest.raises(HandshakeError) as refused:
+            WebSocket(address, headers=(f"Cookie: pitlane_token={viewer}",
+                                        "Origin: http://evil.example"))
+        assert refused.value.status == 401
+        # One token holds at most 32 WebSocket connections.
+        held = [WebSocket(address, path=f"/foxglove?token={viewer}") for _ in range(32)]
+        with pytest.raises(HandshakeError) as refused:
+            WebSocket(address, path=f"/foxglove?token={viewer}")
+        assert refused.value.status == 429 and "one token may hold 32" in refused.value.body
+        for ws in held:
+            ws.close()
         # Revoking the token ends its connections.
         with FoxgloveNode(fox_url(server, f"?token={viewer}")) as fox:
             wait_for_topics(fox, session_topics(mine))

@@ -188,6 +188,13 @@ def test_the_api_names_what_is_wrong():
         ]:
             got, body = api(base, path, method)
             assert (got, message in body.get("error", "")) == (code, True), (path, got, body)
+        # Another site's page may not change a session (no CSRF on a server without tokens).
+        request = urllib.request.Request(f"{base}/api/sessions/{lockstep}/reset", method="POST",
+                                         headers={"Origin": "http://evil.example"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 403
+        assert "Origin: changes come from this server's own pages" in refused.value.read().decode()
         status, body = api(base, f"/api/sessions/{lockstep}/step?ticks=7", "POST")
         assert status == 200 and body["tick"] == 7
         assert client.get_state(lockstep).time.tick == 7

@@ -22,12 +22,12 @@ class HandshakeError(Exception):
 
 class WebSocket:
     def __init__(self, address, path="/foxglove", protocols=("foxglove.websocket.v1",),
-                 headers=(), timeout=10.0, receive_buffer=None):
+                 headers=(), timeout=10.0, receive_buffer=None, key=None):
         host, port = address.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         if receive_buffer is not None:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
-        key = base64.b64encode(os.urandom(16)).decode()
+        key = key or base64.b64encode(os.urandom(16)).decode()
         lines = [f"GET {path} HTTP/1.1", f"Host: {address}", "Upgrade: websocket",
                  "Connection: Upgrade", f"Sec-WebSocket-Key: {key}",
                  "Sec-WebSocket-Version: 13"]
