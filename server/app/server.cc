@@ -154,9 +154,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
         }});
     server->foxglove_ = std::make_unique<web::FoxgloveHub>(std::move(foxglove), &server->sessions_,
                                                            clock, &server->metrics_);
-    web::HttpOptions http{.listen_address = options.http_listen_address,
-                          .foxglove = server->foxglove_.get(),
-                          .viewer_api = server->viewer_api_.get()};
+    web::HttpOptions http{
+        .listen_address = options.http_listen_address,
+        .foxglove = server->foxglove_.get(),
+        .viewer_api = server->viewer_api_.get(),
+        .loopback_hosts_only = options.access.mode == api::AuthMode::kNone &&
+                               api::IsLoopbackAddress(options.http_listen_address)};
     if (options.access.mode == api::AuthMode::kToken) {
       const api::Access* access = &server->access_;
       http.is_admin_token = [access](absl::string_view token) {

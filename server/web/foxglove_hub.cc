@@ -259,8 +259,9 @@ class FoxgloveConnection {
     std::shared_ptr<Transport> transport;
     std::shared_ptr<session::Subscriber> subscriber;
     std::optional<std::uint64_t> map_sent;  // The fingerprint of the map last sent.
-    // The frame delivered last (sent at once to a channel subscribed later).
+    // The frame delivered last (sent at once to a channel subscribed later), and its stamp.
     std::shared_ptr<const session::Frame> last_frame;
+    std::uint64_t last_stamp_ns = 0;
     // Subscribed since the last frame was delivered: to be sent it.
     std::vector<std::uint32_t> late;
     // The roster version the viewer channel sent last (0: none yet).
@@ -306,6 +307,7 @@ class FoxgloveConnection {
   absl::flat_hash_map<std::uint32_t, std::uint32_t> subscriptions_;  // Client id -> channel.
   absl::flat_hash_map<std::string, SessionState> sessions_;
   std::int64_t refreshed_ns_ = 0;
+  std::uint64_t last_sent_ns_ = 0;  // The newest message timestamp sent.
   bool failed_ = false;
 };
 
@@ -569,6 +571,7 @@ bool FoxgloveConnection::Deliver(const std::string& id, SessionState& state) {
   hub_->frames_sent()->Add();
   if (!SyncVehicleChannels(state, *delivery->frame)) return false;
   state.last_frame = delivery->frame;
+  state.last_stamp_ns = state.encodings->StampOf(delivery->frame);
   state.late.clear();  // They get this newer frame with the others.
   return Publish(id, state, *delivery, std::nullopt);
 }
@@ -577,7 +580,10 @@ bool FoxgloveConnection::Publish(const std::string& id, SessionState& state,
                                  const session::Delivery& delivery,
                                  std::optional<std::uint32_t> only) {
   const std::shared_ptr<const session::Frame>& frame = delivery.frame;
-  const std::uint64_t ns = state.encodings->StampOf(frame);
+  // The frame's stamp, as delivered; never older than one this connection sent before (a
+  // client's timeline only runs forward).
+  const std::uint64_t ns = std::max(state.last_stamp_ns, last_sent_ns_ + 1);
+  last_sent_ns_ = ns;
   SessionEncodings& encodings = *state.encodings;
   const auto channel_of = [&](ChannelKind kind) -> ChannelRef* {
     const auto it = state.channels.find(kind);
@@ -729,15 +735,16 @@ void FoxgloveConnection::Run() {
     if (state.subscriber != nullptr) state.encodings->session()->Unsubscribe(state.subscriber.get());
   }
   sessions_.clear();
-  if (!failed_) {
-    // Ended by the server (a revoked token): say goodbye; the client then closes.
-    if (mg_websocket_write(connection_, MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE, "\x03\xe8", 2) <= 0) {
-      failed_ = true;
-    }
+  bool closing = false;  // civetweb ends the connection itself.
+  {
+    absl::MutexLock lock(&signal_->mu);
+    closing = signal_->closed;
   }
-  if (failed_) {
-    // The client stopped reading (a write waited the request timeout), or went away: end
-    // the connection, which would otherwise keep its civetweb thread until the client closes.
+  if (!closing) {
+    // Ended here: a revoked token (say goodbye first), or a client that stopped reading (a
+    // write waited the request timeout). The socket is shut down after the goodbye, so that
+    // the connection does not keep its civetweb thread until the client chooses to close.
+    if (!failed_) mg_websocket_write(connection_, MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE, "\x03\xe8", 2);
     ShutdownSocket(connection_);
   }
 }
@@ -851,33 +858,43 @@ int FoxgloveHub::OnConnect(const mg_connection* connection, void* hub_data) {
   const std::optional<absl::string_view> viewer = query.Get("viewer");
   auto state = std::make_unique<FoxgloveConnection>(hub, std::move(visitor), rate_hz,
                                                     viewer.has_value() && *viewer == "1");
+  enum class Admission { kAdmitted, kServerFull, kTokenFull } admission = Admission::kAdmitted;
   {
     absl::MutexLock lock(&hub->mu_);
+    // civetweb reuses its connection structures: an entry left by a handshake that failed
+    // after this callback (it calls neither OnReady nor OnClose then) is dropped first.
+    if (auto stale = hub->pending_.find(connection); stale != hub->pending_.end()) {
+      hub->ForgetLocked(*stale->second);
+      hub->pending_.erase(stale);
+    }
     // WebSockets hold a thread each: some are kept for the probes and the pages; and one
     // token may not take them all.
+    const std::string who = state->visitor() != nullptr ? state->visitor()->Who() : "";
     if (hub->open_ >= hub->options_.max_connections) {
+      admission = Admission::kServerFull;
+    } else if (!who.empty() &&
+               hub->per_visitor_[who] >= hub->options_.max_connections_per_token) {
+      admission = Admission::kTokenFull;
+    } else {
+      if (!who.empty()) ++hub->per_visitor_[who];
+      ++hub->open_;
+      hub->pending_[connection] = std::move(state);
+    }
+  }
+  switch (admission) {
+    case Admission::kServerFull:
       RespondText(mutable_connection, 503, "Service Unavailable",
                   absl::StrCat("connections: this server takes ", hub->options_.max_connections,
                                " WebSocket connections at once\n"));
       return 1;
-    }
-    const std::string who = state->visitor() != nullptr ? state->visitor()->Who() : "";
-    if (!who.empty() && hub->per_visitor_[who] >= hub->options_.max_connections_per_token) {
+    case Admission::kTokenFull:
       RespondText(mutable_connection, 429, "Too Many Requests",
                   absl::StrCat("connections: one token may hold ",
                                hub->options_.max_connections_per_token,
                                " WebSocket connections at once\n"));
       return 1;
-    }
-    if (!who.empty()) ++hub->per_visitor_[who];
-    ++hub->open_;
-    // civetweb reuses its connection structures: an entry left by a handshake that failed
-    // after this callback (it calls neither OnReady nor OnClose then) is dropped now.
-    if (auto stale = hub->pending_.find(connection); stale != hub->pending_.end()) {
-      hub->ForgetLocked(*stale->second);
-      hub->pending_.erase(stale);
-    }
-    hub->pending_[connection] = std::move(state);
+    case Admission::kAdmitted:
+      break;
   }
   return 0;
 }

@@ -72,6 +72,7 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   mg_callbacks callbacks;
   std::memset(&callbacks, 0, sizeof(callbacks));
   callbacks.log_message = &LogMessage;
+  callbacks.begin_request = &BeginRequest;
   std::string messages;
   start_messages = &messages;
   endpoint->context_ = mg_start(&callbacks, endpoint.get(), configuration);
@@ -130,6 +131,16 @@ int HttpEndpoint::HandleReady(mg_connection* connection, void* endpoint) {
   }
   return Respond(connection, 503, "Service Unavailable", "text/plain; charset=utf-8",
                  "not ready: the server is starting or shutting down\n");
+}
+
+int HttpEndpoint::BeginRequest(mg_connection* connection) {
+  const auto* endpoint =
+      static_cast<const HttpEndpoint*>(mg_get_user_data(mg_get_context(connection)));
+  if (endpoint == nullptr || !endpoint->options_.loopback_hosts_only) return 0;
+  if (IsLoopbackHost(mg_get_header(connection, "Host"))) return 0;
+  return RespondText(connection, 421, "Misdirected Request",
+                     "Host: this server, without tokens, answers only to 127.0.0.1, localhost "
+                     "or [::1] (docs/security.md)\n");
 }
 
 int HttpEndpoint::HandleAsset(mg_connection* connection, void* asset_data) {

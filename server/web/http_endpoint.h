@@ -46,6 +46,10 @@ struct HttpOptions {
   ViewerApi* viewer_api = nullptr;
   // Connections served at once (civetweb holds a thread for each, WebSockets included).
   int max_connections = 256;
+  // Answer only requests whose Host is a loopback name or address (421 otherwise): for an
+  // endpoint on loopback without tokens, which a web page could otherwise reach by pointing
+  // a name of its own at 127.0.0.1 (DNS rebinding).
+  bool loopback_hosts_only = false;
 };
 
 class HttpEndpoint {
@@ -71,6 +75,7 @@ class HttpEndpoint {
   static int HandleReady(mg_connection* connection, void* endpoint);
   static int HandleMetrics(mg_connection* connection, void* endpoint);
   static int HandleAsset(mg_connection* connection, void* asset);
+  static int BeginRequest(mg_connection* connection);
 
   const HttpOptions options_;
   const metrics::Registry* const metrics_;

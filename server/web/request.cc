@@ -81,6 +81,21 @@ std::optional<std::string> TokenOf(mg_connection* connection, const RequestQuery
   return std::nullopt;
 }
 
+bool IsLoopbackHost(const char* host_header) {
+  if (host_header == nullptr) return false;
+  absl::string_view host = host_header;
+  if (absl::ConsumePrefix(&host, "[")) {
+    const std::size_t end = host.find(']');
+    return end != absl::string_view::npos && host.substr(0, end) == "::1" &&
+           (end + 1 == host.size() || host[end + 1] == ':');
+  }
+  host = host.substr(0, host.find(':'));
+  if (absl::EqualsIgnoreCase(host, "localhost")) return true;
+  in_addr address{};
+  return inet_pton(AF_INET, std::string(host).c_str(), &address) == 1 &&
+         (ntohl(address.s_addr) >> 24) == 127;
+}
+
 bool ShutdownSocket(const mg_connection* connection) {
   const mg_request_info* request = mg_get_request_info(connection);
   if (request == nullptr) return false;

@@ -32,6 +32,10 @@ class RequestQuery {
 std::optional<std::string> TokenOf(mg_connection* connection, const RequestQuery& query,
                                    bool cookie_allowed = true);
 
+// Whether a Host header names this machine by a loopback name or address: "localhost",
+// 127.0.0.0/8 or [::1], with or without a port. False for null.
+bool IsLoopbackHost(const char* host);
+
 // Shuts down the socket of `connection` (both directions), so that civetweb's thread reading
 // it stops and closes it: for a WebSocket client that stopped reading (civetweb offers no
 // call for this). Found among the process's sockets by its two ends. False if not found.

@@ -27,5 +27,17 @@ TEST(RequestQueryTest, FirstValueWinsAndAtMostSoMany) {
   EXPECT_EQ(RequestQuery(nullptr).Get("a"), std::nullopt);
 }
 
+TEST(IsLoopbackHostTest, LoopbackNamesAndAddressesOnly) {
+  for (const char* host : {"localhost", "LOCALHOST:8080", "127.0.0.1", "127.0.0.1:8080",
+                           "127.1.2.3:1", "[::1]", "[::1]:8080"}) {
+    EXPECT_TRUE(IsLoopbackHost(host)) << host;
+  }
+  for (const char* host : {"attacker.example:8080", "localhost.attacker.example", "10.0.0.5:8080",
+                           "128.0.0.1", "[::2]:80", "[::1", "", "127.0.0.1.example"}) {
+    EXPECT_FALSE(IsLoopbackHost(host)) << host;
+  }
+  EXPECT_FALSE(IsLoopbackHost(nullptr));
+}
+
 }  // namespace
 }  // namespace pitlane::web

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "server/util/json_text.h"
 #include "server/web/frame_json.h"
 #include "server/web/request.h"
@@ -55,6 +56,10 @@ int RespondError(mg_connection* connection, const absl::Status& error) {
     case absl::StatusCode::kUnavailable:
       status = 503;
       reason = "Service Unavailable";
+      break;
+    case absl::StatusCode::kDeadlineExceeded:
+      status = 504;
+      reason = "Gateway Timeout";
       break;
     default:
       break;
@@ -161,14 +166,16 @@ int ViewerApi::Serve(mg_connection* connection) {
                                           "Origin: changes come from this server's own pages"));
     }
   }
-  absl::StatusOr<std::shared_ptr<session::Session>> found = options_.sessions->Find(id);
-  if (!found.ok()) return RespondError(connection, found.status());
-  const std::shared_ptr<session::Session>& session = *found;
+  // Allowed first: a session the visitor may not change is not even looked up (which would
+  // count as activity and keep it from being reaped).
   if (visitor != nullptr) {
     if (const absl::Status allowed = visitor->MayControl(id); !allowed.ok()) {
       return RespondError(connection, allowed);
     }
   }
+  absl::StatusOr<std::shared_ptr<session::Session>> found = options_.sessions->Find(id);
+  if (!found.ok()) return RespondError(connection, found.status());
+  const std::shared_ptr<session::Session>& session = *found;
   const std::string who = visitor != nullptr ? visitor->Who() : "anyone";
   const std::string peer = PeerOf(*request);
   std::vector<std::pair<std::string, std::string>> fields = {{"by", who},
@@ -194,17 +201,41 @@ int ViewerApi::Serve(mg_connection* connection) {
             "ticks: must be an integer in [1, ", session->max_ticks_per_step(), "]")));
       }
     }
-    // On the session's workers, like a client's Step; this thread waits for it.
-    absl::Notification done;
-    absl::Status stepped;
+    // On the session's workers, like a client's Step; this thread waits for it, for a while:
+    // it is one of the endpoint's threads, so few wait at once and none for long.
+    if (steps_waiting_.fetch_add(1) >= kMaxWaitingSteps) {
+      steps_waiting_.fetch_sub(1);
+      return RespondError(connection, absl::UnavailableError(absl::StrCat(
+          "step: ", kMaxWaitingSteps, " Steps over HTTP are running; try again")));
+    }
+    struct Outcome {
+      absl::Notification done;
+      absl::Status status;
+    };
+    // Shared with the callback, which may run after this handler gave up waiting.
+    auto outcome = std::make_shared<Outcome>();
     absl::StatusOr<std::shared_ptr<session::StepTicket>> ticket = session->StartStep(
-        ticks, std::nullopt, [&](absl::StatusOr<session::StepResult> result) {
-          stepped = result.status();
-          done.Notify();
+        ticks, std::nullopt, [outcome](absl::StatusOr<session::StepResult> result) {
+          outcome->status = result.status();
+          outcome->done.Notify();
         });
-    if (!ticket.ok()) return RespondError(connection, ticket.status());
-    done.WaitForNotification();
-    if (!stepped.ok()) return RespondError(connection, stepped);
+    if (!ticket.ok()) {
+      steps_waiting_.fetch_sub(1);
+      return RespondError(connection, ticket.status());
+    }
+    const bool finished = outcome->done.WaitForNotificationWithTimeout(kStepWait);
+    if (!finished) {
+      // Stop it between two ticks; the ticks made stay made.
+      (*ticket)->Cancel();
+      outcome->done.WaitForNotification();
+    }
+    steps_waiting_.fetch_sub(1);
+    if (!finished) {
+      return RespondError(connection, absl::DeadlineExceededError(absl::StrCat(
+          "ticks: the Step took longer than ", absl::FormatDuration(kStepWait),
+          " and was stopped at tick ", session->Now().tick, "; step fewer ticks")));
+    }
+    if (!outcome->status.ok()) return RespondError(connection, outcome->status);
     fields.emplace_back("ticks", absl::StrCat(ticks));
     if (options_.audit) options_.audit(peer, "session.step", fields);
   }

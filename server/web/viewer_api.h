@@ -9,16 +9,19 @@
 // The token comes as for the WebSocket (request.h). Changes need the session's owner or the
 // admin (any visitor with --auth=none) and are audited like the gRPC calls that do the same.
 // Answers are JSON: the session after the change, or {"error": "..."} naming the field, with
-// 400, 401, 403, 404, 405, 409 (the clock does not allow it) or 503.
+// 400, 401, 403, 404, 405, 409 (the clock does not allow it), 503 (too many Steps waiting) or
+// 504 (a Step that took over 10 s, stopped where it was).
 #ifndef PITLANE_SERVER_WEB_VIEWER_API_H_
 #define PITLANE_SERVER_WEB_VIEWER_API_H_
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "server/session/session_manager.h"
 #include "server/web/foxglove_hub.h"
 
@@ -41,6 +44,11 @@ struct ViewerApiOptions {
 
 class ViewerApi {
  public:
+  // Steps over HTTP waited for at once (503 beyond), and how long each is waited for before
+  // it is cancelled (504, the ticks made stay made).
+  static constexpr int kMaxWaitingSteps = 4;
+  static constexpr absl::Duration kStepWait = absl::Seconds(10);
+
   explicit ViewerApi(ViewerApiOptions options) : options_(std::move(options)) {}
   // civetweb's request handler for /api/ (the API is its user data).
   static int Handle(mg_connection* connection, void* api);
@@ -48,6 +56,7 @@ class ViewerApi {
  private:
   int Serve(mg_connection* connection);
   const ViewerApiOptions options_;
+  std::atomic<int> steps_waiting_{0};
 };
 
 }  // namespace pitlane::web

@@ -38,7 +38,7 @@ class Browser(NodeDriver):
         return self.call(op="open", url=url)
 
     def eval(self, expr):
-        return self.call(op="eval", expr=expr)["value"]
+        return self.call(op="eval", expr=expr).get("value")  # None for undefined.
 
     def wait_for(self, expr, timeout_ms=10000):
         self.call(op="waitFor", expr=expr, timeout=timeout_ms)

@@ -150,7 +150,10 @@ def test_a_viewer_token_sees_only_its_session_and_may_not_change_it(tmp_path):
         browser.open(f"{base}/?token={admin}")
         browser.wait_for("pitlane.state.sessions.length === 2")
         assert not browser.eval("document.getElementById('controls').classList.contains('hidden')")
+        # The token left the address (kept for the tab only).
+        assert "token" not in browser.eval("location.href")
         # No token: nothing to see, and the page says why.
+        browser.eval("sessionStorage.clear()")
         browser.open(f"{base}/")
         browser.wait_for("!document.getElementById('message').classList.contains('hidden')")
         assert "token" in browser.eval("document.getElementById('message').innerText")
@@ -188,6 +191,17 @@ def test_the_api_names_what_is_wrong():
         ]:
             got, body = api(base, path, method)
             assert (got, message in body.get("error", "")) == (code, True), (path, got, body)
+        # Without tokens the endpoint answers only to loopback names: a page whose own name
+        # was pointed at 127.0.0.1 (DNS rebinding) gets nothing, whatever the path.
+        for path in ("/api/sessions", "/", "/metrics", "/foxglove"):
+            request = urllib.request.Request(base + path,
+                                             headers={"Host": "attacker.example:8080"})
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=10)
+            assert refused.value.code == 421, path
+        request = urllib.request.Request(f"{base}/api/sessions",
+                                         headers={"Host": "localhost:8080"})
+        assert urllib.request.urlopen(request, timeout=10).status == 200
         # Another site's page may not change a session (no CSRF on a server without tokens).
         request = urllib.request.Request(f"{base}/api/sessions/{lockstep}/reset", method="POST",
                                          headers={"Origin": "http://evil.example"})

@@ -16,7 +16,15 @@
   const YAW_SCALE = Math.PI / 32767;
 
   const params = new URLSearchParams(location.search);
-  const token = params.get("token") || "";
+  // The token, from the address (then taken out of it, so that it is not in the history or in
+  // a link someone copies) or kept for this tab.
+  const token = params.get("token") || sessionStorage.getItem("pitlane_token") || "";
+  if (params.has("token")) {
+    sessionStorage.setItem("pitlane_token", token);
+    const url = new URL(location.href);
+    url.searchParams.delete("token");
+    history.replaceState(null, "", url);
+  }
 
   const state = {
     sessions: [],
@@ -96,7 +104,11 @@
     }
     state.sessions = body.sessions;
     const select = $("session");
-    const wanted = state.sessionId || params.get("session") || (body.sessions[0] && body.sessions[0].id);
+    const known = (id) => id && body.sessions.some((s) => s.id === id);
+    // The one shown, else the one the address names, else the first (a session from an old
+    // address may be gone).
+    const wanted = [state.sessionId, params.get("session"), body.sessions[0] && body.sessions[0].id]
+      .find(known);
     const options = body.sessions.map((s) => `${s.id}\u0000${s.name || s.id}`).join("\u0001");
     if (select.dataset.options !== options) {
       select.replaceChildren(...body.sessions.map((s) => {
