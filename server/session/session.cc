@@ -903,6 +903,12 @@ Session::Counts Session::counts() const {
           .clock_mode = clock_settings_.mode};
 }
 
+std::vector<std::optional<sim::VehicleInput>> Session::HeldControls(
+    absl::Span<const sim::VehicleId> ids) const {
+  absl::MutexLock lock(&mu_);
+  return world_.HeldControls(ids);
+}
+
 SessionDescription Session::Describe(bool with_vehicles) const {
   TurnLock lock(this);
   SessionDescription description{

@@ -277,6 +277,9 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // The current frame and the world's StateHash, of the same tick.
   std::pair<std::shared_ptr<const Frame>, std::uint64_t> CurrentFrameAndHash() const;
   SessionDescription Describe(bool with_vehicles) const;
+  // The controls the vehicles of `ids` hold now (sim::World::HeldControls).
+  std::vector<std::optional<sim::VehicleInput>> HeldControls(
+      absl::Span<const sim::VehicleId> ids) const;
   // What the session holds now, cheaply (for sizing a response before making it).
   struct Counts {
     std::size_t vehicles = 0;

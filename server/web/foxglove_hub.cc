@@ -136,12 +136,16 @@ std::shared_ptr<const std::vector<std::string>> SessionEncodings::Telemetry(
     auto telemetry = std::make_shared<std::vector<std::string>>();
     const std::size_t count = std::min(frame->vehicles.size(), kMaxVehicleChannels);
     telemetry->reserve(count);
+    // The controls held now (a tick after the frame at most): the frame does not carry them.
+    std::vector<sim::VehicleId> ids(count);
+    for (std::size_t i = 0; i < count; ++i) ids[i] = frame->vehicles[i].id;
+    const std::vector<std::optional<sim::VehicleInput>> held = session_->HeldControls(ids);
     for (std::size_t i = 0; i < count; ++i) {
       const sim::VehicleSnapshot& vehicle = frame->vehicles[i];
       const auto found = look->vehicles.find(vehicle.id);
       telemetry->push_back(
           TelemetryJson(*frame, vehicle, found != look->vehicles.end() ? &found->second : nullptr,
-                        encoded.stamp_ns));
+                        held[i].has_value() ? &*held[i] : nullptr, encoded.stamp_ns));
     }
     encoded.telemetry = std::move(telemetry);
   }

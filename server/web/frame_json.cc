@@ -408,7 +408,8 @@ std::string MapJson(const SessionLook& look, std::uint64_t stamp_ns) {
 }
 
 std::string TelemetryJson(const session::Frame& frame, const sim::VehicleSnapshot& vehicle,
-                          const VehicleLook* look, std::uint64_t stamp_ns) {
+                          const VehicleLook* look, const sim::VehicleInput* held,
+                          std::uint64_t stamp_ns) {
   std::string out = "{\"timestamp\":";
   Time(stamp_ns, &out);
   out.append(",\"tick\":");
@@ -443,6 +444,39 @@ std::string TelemetryJson(const session::Frame& frame, const sim::VehicleSnapsho
   }
   out.append(",\"crashed\":");
   out.append(vehicle.crashed ? "true" : "false");
+  if (held != nullptr) {
+    // The model's own controls: pedals, an acceleration, or physics_body's target speed.
+    out.append(",\"controls\":{");
+    const auto field = [&out](const char* key, double value, bool first = false) {
+      if (!first) out.push_back(',');
+      Key(key, &out);
+      AppendNumber(value, &out);
+    };
+    switch (vehicle.kind) {
+      case sim::ModelKind::kFrontWheelDrive:
+      case sim::ModelKind::kAllWheelDrive:
+      case sim::ModelKind::kForceBased:
+        field("throttle", held->throttle, true);
+        field("brake", held->brake);
+        field("steering_angle_rad", held->steering_angle_rad);
+        break;
+      case sim::ModelKind::kPhysicsBody:
+        if (held->target_speed_mps.has_value()) {
+          field("target_speed_mps", *held->target_speed_mps, true);
+        } else {
+          field("acceleration_mps2", held->acceleration_mps2, true);
+        }
+        field("yaw_rate_radps", held->yaw_rate_radps);
+        break;
+      case sim::ModelKind::kKinematicBicycle:
+      case sim::ModelKind::kSingleTrack:
+      case sim::ModelKind::kFourWheel:
+        field("acceleration_mps2", held->acceleration_mps2, true);
+        field("steering_angle_rad", held->steering_angle_rad);
+        break;
+    }
+    out.push_back('}');
+  }
   if (vehicle.range_scan.has_value()) {
     const sim::RangeScanReading& scan = *vehicle.range_scan;
     // Beams that meet nothing read +infinity, which JSON cannot hold: null.
@@ -619,6 +653,7 @@ const std::string& VehicleTelemetrySchema() {
       absl::StrAppend(&text, "\"", key, "\":{\"type\":\"number\"},");
     }
     text.append(R"("crashed":{"type":"boolean"},)"
+                R"("controls":{"type":"object","additionalProperties":{"type":"number"}},)"
                 R"("range_scan":{"type":"object","properties":{"angle_min_rad":{"type":"number"},)"
                 R"("angle_increment_rad":{"type":"number"},)"
                 R"("ranges_m":{"type":"array","items":{"type":["number","null"]}}}}}})");

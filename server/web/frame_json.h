@@ -60,8 +60,11 @@ std::string SceneJson(const session::Frame& frame, const SessionLook& look,
 std::string MapJson(const SessionLook& look, std::uint64_t stamp_ns);
 // One vehicle's telemetry (pitlane.VehicleTelemetry, schema VehicleTelemetrySchema()), with
 // its range scan when it has one.
+// `held`: the controls it holds (null: none known), written as "controls" with its model's
+// fields.
 std::string TelemetryJson(const session::Frame& frame, const sim::VehicleSnapshot& vehicle,
-                          const VehicleLook* look, std::uint64_t stamp_ns);
+                          const VehicleLook* look, const sim::VehicleInput* held,
+                          std::uint64_t stamp_ns);
 // The contacts in effect and the events since the previous delivery (pitlane.Contacts).
 std::string ContactsJson(const session::Frame& frame, const session::FrameEvents& events,
                          std::uint64_t stamp_ns);

@@ -114,7 +114,8 @@ TEST(LookOfTest, FingerprintFollowsTheMapOnly) {
 TEST(TelemetryJsonTest, EveryFieldWithItsUnit) {
   const session::Frame frame = OneCar(1.0, 2.0, 0.5, 3.25);
   const VehicleLook look{.name = "a\"b", .has_driver = true};
-  const Json telemetry = Json::parse(TelemetryJson(frame, frame.vehicles[0], &look, 7));
+  const sim::VehicleInput held{.acceleration_mps2 = 2.5, .steering_angle_rad = -0.25};
+  const Json telemetry = Json::parse(TelemetryJson(frame, frame.vehicles[0], &look, &held, 7));
   EXPECT_EQ(telemetry["tick"], 150);
   EXPECT_EQ(telemetry["timestamp"]["nsec"], 7);
   EXPECT_EQ(telemetry["sim_time_s"], 3.0);
@@ -128,6 +129,8 @@ TEST(TelemetryJsonTest, EveryFieldWithItsUnit) {
   EXPECT_EQ(telemetry["steering_angle_rad"], 0.125);
   EXPECT_EQ(telemetry["acceleration_mps2"], -1.5);
   EXPECT_EQ(telemetry["crashed"], false);
+  // single_track's controls: an acceleration and a steering angle, nothing else.
+  EXPECT_EQ(telemetry["controls"], Json::parse(R"({"acceleration_mps2":2.5,"steering_angle_rad":-0.25})"));
 }
 
 TEST(ContactsJsonTest, ContactsAndEvents) {

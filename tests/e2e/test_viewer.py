@@ -38,6 +38,7 @@ def test_cars_are_drawn_where_the_server_says_and_a_click_shows_their_details():
             pitlane.vehicle_spec(name="green", model="physics_body", x_m=18, y_m=-15,
                                  yaw_rad=-2.0, length_m=6, width_m=2.5),
         ])
+        client.set_controls(sid, {2: {"acceleration_mps2": 1.0, "steering_angle_rad": 0.05}})
         client.step(sid, 5)
         state = client.get_state(sid)
         page = browser.open(f"http://{server.http_address()}/?session={sid}")
@@ -86,6 +87,7 @@ def test_cars_are_drawn_where_the_server_says_and_a_click_shows_their_details():
                          " && pitlane.state.telemetry.vehicle_id === 2")
         details = browser.eval("document.getElementById('details').innerText")
         assert "orange (#2)" in details and "single_track" in details
+        assert "acceleration 1.00 m/s² · steering angle 0.05 rad" in details
         assert f"{state.vehicles[1].speed_mps:.2f} m/s" in details
         assert not browser.eval("document.getElementById('details').classList.contains('hidden')")
         browser.screenshot("viewer-details.png")

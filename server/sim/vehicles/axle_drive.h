@@ -189,6 +189,11 @@ struct AxleDriveModel {
   static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
     return ReadAxleDrive(params, input, state);
   }
+  // The controls it holds, as the client's input after the model's limits.
+  static VehicleInput Held(const Params& /*params*/, const Input& input) {
+    return {.steering_angle_rad = input.steering_angle_rad, .throttle = input.throttle,
+            .brake = input.brake};
+  }
 };
 using FrontWheelDriveModel = AxleDriveModel<FrontWheelDriveSpec, DriveAxles::kFront>;
 using AllWheelDriveModel = AxleDriveModel<AllWheelDriveSpec, DriveAxles::kAll>;

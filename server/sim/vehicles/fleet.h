@@ -115,6 +115,8 @@ class ModelFleet {
   VehicleReadout ReadoutAt(std::size_t index, const VehicleTable& /*table*/) const {
     return Model::Read(params[index], inputs[index], states[index]);
   }
+  // The controls the vehicle at `index` holds (its model's fields of a VehicleInput).
+  VehicleInput HeldAt(std::size_t index) const { return Model::Held(params[index], inputs[index]); }
 };
 
 // One fleet of each type listed, and the two ways of reaching them: all in turn (ForEach, whose

@@ -118,6 +118,11 @@ struct KinematicBicycleFleet {
 
   KinematicBicycleState StateAt(std::size_t index, const VehicleTable& table) const;
   VehicleReadout ReadoutAt(std::size_t index, const VehicleTable& table) const;
+  // The controls the vehicle at `index` holds: acceleration and steering angle commanded.
+  VehicleInput HeldAt(std::size_t index) const {
+    return {.acceleration_mps2 = drive[index].acceleration_command_mps2,
+            .steering_angle_rad = steering_command_rad[index]};
+  }
 };
 
 // Advances every bicycle of `fleet` by `dt_s` seconds; their poses and speeds are in `table`.

@@ -116,6 +116,17 @@ struct PhysicsBodyModel {
   static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
     return ReadPhysicsBody(params, input, state);
   }
+  // The controls it holds, as the client's input after the model's limits: a target speed
+  // while its accelerator device holds one, else an acceleration; and the yaw rate.
+  static VehicleInput Held(const Params& /*params*/, const Input& input) {
+    VehicleInput held{.yaw_rate_radps = input.yaw_rate_radps};
+    if (input.holds_target != 0.0) {
+      held.target_speed_mps = input.target_speed_mps;
+    } else {
+      held.acceleration_mps2 = input.acceleration_mps2;
+    }
+    return held;
+  }
 };
 
 }  // namespace pitlane::sim

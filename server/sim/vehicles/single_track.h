@@ -235,6 +235,11 @@ struct SingleTrackModel {
   static VehicleReadout Read(const Params& params, const Input& input, const State& state) {
     return ReadSingleTrack(params, input, state);
   }
+  // The controls it holds, as the client's input after the model's limits.
+  static VehicleInput Held(const Params& /*params*/, const Input& input) {
+    return {.acceleration_mps2 = input.acceleration_mps2,
+            .steering_angle_rad = input.steering_angle_rad};
+  }
 };
 
 }  // namespace pitlane::sim

@@ -263,6 +263,27 @@ absl::Status World::SetInputs(absl::Span<const VehicleInput> inputs) {
   return absl::OkStatus();
 }
 
+std::vector<std::optional<VehicleInput>> World::HeldControls(
+    absl::Span<const VehicleId> ids) const {
+  const VehicleTable& table = state_.vehicles;
+  std::vector<std::optional<VehicleInput>> held;
+  held.reserve(ids.size());
+  for (const VehicleId id : ids) {
+    const std::ptrdiff_t row = table.Find(id);
+    if (row < 0) {
+      held.emplace_back();
+      continue;
+    }
+    const std::uint32_t slot = table.slots[static_cast<std::size_t>(row)];
+    VehicleInput input = state_.fleets.Visit(
+        table.kinds[static_cast<std::size_t>(row)],
+        [slot](const auto& fleet) { return fleet.HeldAt(slot); });
+    input.id = id;
+    held.push_back(input);
+  }
+  return held;
+}
+
 std::ptrdiff_t World::DriverOf(std::size_t row) const {
   const auto it = std::lower_bound(
       state_.drivers.begin(), state_.drivers.end(), row,

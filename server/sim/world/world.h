@@ -157,6 +157,9 @@ class World {
   // or a vehicle named twice; NotFound for an id that is not alive; FailedPrecondition for a
   // vehicle with a built-in driver ("[i].vehicle_id: vehicle 4 has a built-in driver").
   absl::Status SetInputs(absl::Span<const VehicleInput> inputs);
+  // The controls each vehicle of `ids` holds (its model's fields; a built-in driver's last
+  // command, or a client's after the model's limits), with its id; nullopt for ids not here.
+  std::vector<std::optional<VehicleInput>> HeldControls(absl::Span<const VehicleId> ids) const;
 
   // Advances the world by one tick, in stages: the built-in drivers set their vehicles'
   // controls (from the state at the start of the tick, in id order), vehicle dynamics with the

@@ -152,6 +152,57 @@ TEST(World, InputsHoldUntilReplacedAndApplyFromTheNextTick) {
   EXPECT_EQ(world.Snapshot()[0].readout.steering_angle_rad, 0.6);  // Clamped to the default limit.
 }
 
+TEST(World, HeldControlsAreEachModelsOwnAfterItsLimits) {
+  SimTestContext sim(TestWorld());
+  World& world = sim.world();
+  std::vector<VehicleSpec> specs(kModelKindCount);
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    specs[i] = At(20.0 * static_cast<double>(i));
+    specs[i].model = [i] {
+      VehicleModelSpec model;
+      switch (static_cast<ModelKind>(i)) {
+        case ModelKind::kKinematicBicycle: model.emplace<KinematicBicycleSpec>(); break;
+        case ModelKind::kPhysicsBody: model.emplace<PhysicsBodySpec>(); break;
+        case ModelKind::kSingleTrack: model.emplace<SingleTrackSpec>(); break;
+        case ModelKind::kFrontWheelDrive: model.emplace<FrontWheelDriveSpec>(); break;
+        case ModelKind::kAllWheelDrive: model.emplace<AllWheelDriveSpec>(); break;
+        case ModelKind::kForceBased: model.emplace<ForceBasedSpec>(); break;
+        case ModelKind::kFourWheel: model.emplace<FourWheelSpec>(); break;
+      }
+      return model;
+    }();
+  }
+  ASSERT_TRUE(world.Spawn(specs).ok());
+  ASSERT_TRUE(world.SetInputs({{.id = 1, .acceleration_mps2 = 1.5, .steering_angle_rad = 0.1},
+                               {.id = 2, .target_speed_mps = 4.0, .yaw_rate_radps = 0.2},
+                               {.id = 3, .acceleration_mps2 = -2.0, .steering_angle_rad = -0.2},
+                               {.id = 4, .steering_angle_rad = 0.05, .throttle = 0.4},
+                               {.id = 5, .throttle = 0.0, .brake = 0.7},
+                               {.id = 6, .steering_angle_rad = 0.3, .throttle = 1.0},
+                               // Beyond four_wheel's steering limit: held at the limit.
+                               {.id = 7, .acceleration_mps2 = 0.5, .steering_angle_rad = 3.0}})
+                  .ok());
+  const std::vector<VehicleId> ids = {1, 2, 3, 4, 5, 6, 7, 99};
+  const std::vector<std::optional<VehicleInput>> held = world.HeldControls(ids);
+  ASSERT_EQ(held.size(), ids.size());
+  EXPECT_EQ(held[0]->acceleration_mps2, 1.5);
+  EXPECT_EQ(held[0]->steering_angle_rad, 0.1);
+  EXPECT_EQ(held[1]->target_speed_mps, 4.0);
+  EXPECT_EQ(held[1]->yaw_rate_radps, 0.2);
+  EXPECT_EQ(held[2]->acceleration_mps2, -2.0);
+  EXPECT_EQ(held[2]->steering_angle_rad, -0.2);
+  EXPECT_EQ(held[3]->throttle, 0.4);
+  EXPECT_EQ(held[3]->steering_angle_rad, 0.05);
+  EXPECT_EQ(held[4]->brake, 0.7);
+  EXPECT_EQ(held[5]->throttle, 1.0);
+  EXPECT_EQ(held[5]->steering_angle_rad, 0.3);
+  EXPECT_EQ(held[6]->acceleration_mps2, 0.5);
+  EXPECT_LT(held[6]->steering_angle_rad, 1.0);  // Clamped to the model's limit.
+  EXPECT_GT(held[6]->steering_angle_rad, 0.1);
+  for (std::size_t i = 0; i + 1 < ids.size(); ++i) EXPECT_EQ(held[i]->id, ids[i]);
+  EXPECT_FALSE(held[7].has_value());  // No vehicle 99.
+}
+
 TEST(World, SetInputsIsAllOrNoneAndNamesTheEntry) {
   SimTestContext sim(TestWorld());
   World& world = sim.world();

@@ -652,6 +652,14 @@
     if (t) {
       row(list, "acceleration", `${t.acceleration_mps2.toFixed(2)} m/s²`);
       row(list, "yaw rate", `${t.yaw_rate_radps.toFixed(3)} rad/s`);
+      if (t.controls) {
+        // The controls it holds, in its model's own terms.
+        const units = { throttle: "", brake: "", steering_angle_rad: " rad", acceleration_mps2: " m/s²",
+                        target_speed_mps: " m/s", yaw_rate_radps: " rad/s" };
+        row(list, "controls", Object.entries(t.controls)
+          .map(([name, value]) => `${name.replace(/_(rad|mps2|mps|radps)$/, "").replaceAll("_", " ")} ${value.toFixed(2)}${units[name] || ""}`)
+          .join(" · "));
+      }
     }
     row(list, "position", `${f.x[i].toFixed(2)}, ${f.y[i].toFixed(2)} m`);
     row(list, "heading", `${f.yaw[i].toFixed(3)} rad`);
