@@ -238,7 +238,7 @@ TEST(Atan2, SpecialValuesFollowC) {
     }
   }
   // y / x underflows to a signed zero on the fast path: the zero keeps y's sign.
-  for (const auto [y, x] : {std::pair{-5e-324, 3.0}, {-1e-320, 1e5}, {5e-324, 3.0}}) {
+  for (const auto& [y, x] : {std::pair{-5e-324, 3.0}, {-1e-320, 1e5}, {5e-324, 3.0}}) {
     EXPECT_EQ(std::bit_cast<std::uint64_t>(Atan2(y, x)),
               std::bit_cast<std::uint64_t>(std::atan2(y, x)))
         << "atan2(" << y << ", " << x << ")";
