@@ -360,7 +360,7 @@ std::uint32_t FoxgloveConnection::NewChannel(const std::string& session_id, Chan
     case ChannelKind::kWorldState:
       channel.encoding = "protobuf";
       channel.schema_name = "pitlane.v1.WorldState";
-      channel.schema = absl::Base64Escape(hub_->options().world_state_descriptor_set);
+      channel.schema = hub_->world_state_schema();
       channel.schema_encoding = "protobuf";
       break;
     case ChannelKind::kContacts:
@@ -763,6 +763,7 @@ FoxgloveHub::FoxgloveHub(FoxgloveOptions options, session::SessionManager* sessi
       connections_(std::make_shared<std::array<std::atomic<std::int64_t>, 2>>()) {
   // Tells a client that reconnects whether it reached the same server (or must forget what
   // it knew): random for each start.
+  world_state_schema_ = absl::Base64Escape(options_.world_state_descriptor_set);
   const absl::StatusOr<std::string> id = session::NewSessionId();
   instance_id_ = id.ok() ? *id : absl::StrCat("pitlane-", clock->NowNanos());
   bytes_sent_ = metrics->AddCounter("pitlane_web_bytes_sent_total",

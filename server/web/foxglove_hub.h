@@ -173,6 +173,8 @@ class FoxgloveHub {
   const session::Clock& clock() const { return *clock_; }
   // serverInfo's sessionId: new at each start of the server.
   const std::string& instance_id() const { return instance_id_; }
+  // The world_state channels' schema: the descriptor set in base64, made once.
+  const std::string& world_state_schema() const { return world_state_schema_; }
   // The shared encodings of `session`.
   std::shared_ptr<SessionEncodings> EncodingsFor(const std::shared_ptr<session::Session>& session);
 
@@ -191,6 +193,7 @@ class FoxgloveHub {
   // Open connections: [0] Foxglove clients, [1] the viewer's pages.
   std::shared_ptr<std::array<std::atomic<std::int64_t>, 2>> connections_;
   std::string instance_id_;
+  std::string world_state_schema_;
   // Counts of OnConnect's admissions, released by OnClose (or a later OnConnect of the same
   // civetweb connection, if the handshake failed).
   void ForgetLocked(const FoxgloveConnection& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "server/util/json_text.h"
 
@@ -211,6 +212,16 @@ void ContactFields(const sim::Contact& contact, std::string* out) {
   AppendInteger(contact.began_tick, out);
 }
 
+// The vehicles in contact at the frame's tick (either side of a pair), for the highlight.
+absl::flat_hash_set<sim::VehicleId> Touching(const session::Frame& frame) {
+  absl::flat_hash_set<sim::VehicleId> touching;
+  for (const sim::Contact& contact : frame.contacts) {
+    touching.insert(contact.pair.vehicle);
+    if (contact.pair.other_kind == sim::ObjectKind::kVehicle) touching.insert(contact.pair.other_id);
+  }
+  return touching;
+}
+
 // FNV-1a over the bytes of `value`.
 template <typename T>
 void Mix(std::uint64_t& hash, const T& value) {
@@ -304,11 +315,7 @@ std::string SceneJson(const session::Frame& frame, const SessionLook& look,
                       std::uint64_t stamp_ns) {
   const std::uint64_t ns = stamp_ns;
   // Vehicles in contact, for the highlight: the contacts are few and sorted by pair.
-  absl::flat_hash_map<sim::VehicleId, bool> touching;
-  for (const sim::Contact& contact : frame.contacts) {
-    touching[contact.pair.vehicle] = true;
-    if (contact.pair.other_kind == sim::ObjectKind::kVehicle) touching[contact.pair.other_id] = true;
-  }
+  const absl::flat_hash_set<sim::VehicleId> touching = Touching(frame);
   std::string out;
   out.reserve(96 + frame.vehicles.size() * 900);
   // Each update replaces the last: vehicles removed since then disappear.
@@ -522,11 +529,7 @@ std::uint32_t RosterVersion(const session::Frame& frame) {
 
 std::string ViewerFrame(const session::Frame& frame, const SessionLook& look,
                         std::uint32_t roster_version) {
-  absl::flat_hash_map<sim::VehicleId, bool> touching;
-  for (const sim::Contact& contact : frame.contacts) {
-    touching[contact.pair.vehicle] = true;
-    if (contact.pair.other_kind == sim::ObjectKind::kVehicle) touching[contact.pair.other_id] = true;
-  }
+  const absl::flat_hash_set<sim::VehicleId> touching = Touching(frame);
   std::string out;
   out.reserve(kViewerHeaderBytes + frame.vehicles.size() * kViewerVehicleBytes);
   out.push_back('F');
