@@ -62,11 +62,10 @@ std::optional<double> ConsumeOptionalDouble(FuzzedDataProvider& data) {
   return ConsumeDouble(data);
 }
 
-// A vehicle id: mostly one alive now, else one from a small range (gone or not yet given),
-// else any.
-sim::VehicleId ConsumeVehicleId(FuzzedDataProvider& data, const session::Session& session) {
-  const std::shared_ptr<const session::Frame> frame = session.CurrentFrame();
-  const std::vector<sim::VehicleSnapshot>& alive = frame->vehicles;
+// A vehicle id: mostly one alive in `now` (the session's current frame), else one from a small
+// range (gone or not yet given), else any.
+sim::VehicleId ConsumeVehicleId(FuzzedDataProvider& data, const session::Frame& now) {
+  const std::vector<sim::VehicleSnapshot>& alive = now.vehicles;
   switch (data.ConsumeIntegralInRange(0, 3)) {
     case 0:
       return data.ConsumeIntegralInRange<sim::VehicleId>(0, 32);
@@ -153,9 +152,9 @@ sim::ObstacleSpec ConsumeObstacleSpec(FuzzedDataProvider& data) {
   return spec;
 }
 
-sim::VehicleInput ConsumeInput(FuzzedDataProvider& data, const session::Session& session) {
+sim::VehicleInput ConsumeInput(FuzzedDataProvider& data, const session::Frame& now) {
   // Each field set with some probability: a model rejects the fields it does not use.
-  sim::VehicleInput input{.id = ConsumeVehicleId(data, session)};
+  sim::VehicleInput input{.id = ConsumeVehicleId(data, now)};
   if (data.ConsumeBool()) input.acceleration_mps2 = ConsumeDouble(data);
   if (data.ConsumeBool()) input.steering_angle_rad = ConsumeDouble(data);
   if (data.ConsumeBool()) input.throttle = ConsumeDouble(data);
@@ -165,7 +164,7 @@ sim::VehicleInput ConsumeInput(FuzzedDataProvider& data, const session::Session&
   return input;
 }
 
-session::Command ConsumeCommand(FuzzedDataProvider& data, const session::Session& session) {
+session::Command ConsumeCommand(FuzzedDataProvider& data, const session::Frame& now) {
   switch (data.ConsumeIntegralInRange(0, 10)) {
     case 0:
     case 1: {
@@ -175,7 +174,7 @@ session::Command ConsumeCommand(FuzzedDataProvider& data, const session::Session
       return spawn;
     }
     case 2:
-      return session::RemoveVehicleCommand{.vehicle_id = ConsumeVehicleId(data, session)};
+      return session::RemoveVehicleCommand{.vehicle_id = ConsumeVehicleId(data, now)};
     case 3: {
       session::AddObstaclesCommand add;
       const int count = data.ConsumeIntegralInRange(0, 3);
@@ -189,14 +188,14 @@ session::Command ConsumeCommand(FuzzedDataProvider& data, const session::Session
     case 5: {
       session::SetControlsCommand controls;
       const int count = data.ConsumeIntegralInRange(0, 3);
-      for (int i = 0; i < count; ++i) controls.inputs.push_back(ConsumeInput(data, session));
+      for (int i = 0; i < count; ++i) controls.inputs.push_back(ConsumeInput(data, now));
       return controls;
     }
     case 6:
-      return session::AttachControllerCommand{.vehicle_id = ConsumeVehicleId(data, session)};
+      return session::AttachControllerCommand{.vehicle_id = ConsumeVehicleId(data, now)};
     case 7:
       return session::DetachControllerCommand{
-          .vehicle_id = ConsumeVehicleId(data, session),
+          .vehicle_id = ConsumeVehicleId(data, now),
           .on_disconnect = data.ConsumeBool() ? session::DisconnectAction::kBrakeToStop
                                               : session::DisconnectAction::kHoldControls};
     case 8: {
@@ -250,11 +249,12 @@ void Run(FuzzedDataProvider& data) {
   const std::shared_ptr<session::Session> original = MakeSession(config);
   auto log = std::make_shared<session::CommandLog>();
   original->AddObserver(log);
-  CheckSession(*original);
-
+  // Checked after every command; the frame checked is also where the next command's vehicle
+  // ids come from (one frame per command: a frame computes every sensor).
+  std::shared_ptr<const session::Frame> now = CheckSession(*original);
   for (int i = 0; i < kMaxCommands && data.remaining_bytes() > 0; ++i) {
-    (void)original->Apply(ConsumeCommand(data, *original));
-    CheckSession(*original);
+    (void)original->Apply(ConsumeCommand(data, *now));
+    now = CheckSession(*original);
   }
 
   // The same run again, from the record alone.

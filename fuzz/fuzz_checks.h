@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 
 #include "server/session/frame.h"
 #include "server/session/session.h"
@@ -71,10 +72,11 @@ inline void CheckFrame(const session::Frame& frame, std::uint32_t max_vehicles,
   }
 }
 
-// CheckFrame of the session's current frame.
-inline void CheckSession(const session::Session& session) {
-  CheckFrame(*session.CurrentFrame(), session.config().world.max_vehicles,
-             session.config().world.max_contacts);
+// CheckFrame of the session's current frame, which it returns.
+inline std::shared_ptr<const session::Frame> CheckSession(const session::Session& session) {
+  std::shared_ptr<const session::Frame> frame = session.CurrentFrame();
+  CheckFrame(*frame, session.config().world.max_vehicles, session.config().world.max_contacts);
+  return frame;
 }
 
 }  // namespace pitlane::fuzz
