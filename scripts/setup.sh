@@ -13,6 +13,9 @@ packages=(
   # for the viewer.
   libcivetweb-dev nlohmann-json3-dev prometheus nodejs chromium
   python3 python3-grpcio python3-protobuf python3-pytest
+  # The proxy of the scale-out test (tests/e2e/test_scale_out.py, docs/deployment.md) and the
+  # linter of the shell scripts.
+  nginx-light shellcheck
   # Sanitizer builds and fuzzers (scripts/check-sanitizers.sh, scripts/fuzz.sh): clang 14,
   # its sanitizer and libFuzzer runtimes, llvm-symbolizer for readable reports.
   clang libclang-rt-14-dev llvm-14

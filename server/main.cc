@@ -21,10 +21,12 @@
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "server/app/banner.h"
+#include "server/app/healthcheck.h"
 #include "server/app/log_format.h"
 #include "server/app/options.h"
 #include "server/app/server.h"
@@ -100,6 +102,13 @@ ABSL_FLAG(std::string, tls_key_file, "", "The PEM private key of --tls_cert_file
 ABSL_FLAG(std::string, tls_client_ca_file, "",
           "PEM certificates of the CAs whose client certificates are accepted: mutual TLS; "
           "clients without such a certificate are refused.");
+ABSL_FLAG(std::string, replica, "",
+          "This server's name among several behind a proxy (docs/deployment.md): it ends every "
+          "session id (s-<26 characters>.<replica>), the key the proxy routes a session's calls "
+          "by. 1 to 32 characters of a-z, 0-9 and '-' (a Kubernetes pod name); empty: none.");
+ABSL_FLAG(bool, healthcheck, false,
+          "Asks the server started with the same flags whether it is ready (its HTTP endpoint's "
+          "/readyz on --http_listen) and exits 0 if so, 1 if not: a container's HEALTHCHECK.");
 ABSL_FLAG(bool, new_token, false, "Prints a new random token (for --admin_token_file) and exits.");
 
 // Abseil reports each flag it cannot parse (an unknown name, "abc" for a number) on stderr,
@@ -146,7 +155,35 @@ std::vector<const absl::CommandLineFlag*> PitlaneFlags() {
           &absl::GetFlagReflectionHandle(FLAGS_tls_cert_file),
           &absl::GetFlagReflectionHandle(FLAGS_tls_key_file),
           &absl::GetFlagReflectionHandle(FLAGS_tls_client_ca_file),
+          &absl::GetFlagReflectionHandle(FLAGS_replica),
+          &absl::GetFlagReflectionHandle(FLAGS_healthcheck),
           &absl::GetFlagReflectionHandle(FLAGS_new_token)};
+}
+
+// The environment variable that sets --`flag` when the command line does not (for containers):
+// PITLANE_ and the flag's name in capitals, e.g. PITLANE_HTTP_LISTEN. --healthcheck and
+// --new_token, which change what the process does, have none.
+std::string EnvironmentName(absl::string_view flag) {
+  if (flag == "healthcheck" || flag == "new_token") return "";
+  return absl::StrCat("PITLANE_", absl::AsciiStrToUpper(flag));
+}
+
+// Sets each flag whose environment variable is set (before the command line is parsed, so
+// that the command line wins). False, having said why on stderr, for a value that does not
+// parse.
+bool ApplyEnvironment() {
+  for (const absl::CommandLineFlag* flag : PitlaneFlags()) {
+    const std::string variable = EnvironmentName(flag->Name());
+    const char* value = variable.empty() ? nullptr : std::getenv(variable.c_str());
+    if (value == nullptr) continue;
+    std::string error;
+    if (!absl::FindCommandLineFlag(flag->Name())->ParseFrom(value, &error)) {
+      std::fprintf(stderr, "pitlane-server: %s (for --%s): %s\n", variable.c_str(),
+                   std::string(flag->Name()).c_str(), error.c_str());
+      return false;
+    }
+  }
+  return true;
 }
 
 // Abseil's --help lists the flags of files it deems "main" by a naming rule our sources do
@@ -163,12 +200,16 @@ bool WantsHelp(int argc, char** argv) {
 void PrintHelp() {
   std::string help = absl::StrCat(kUsage,
                                   "\n\nFlags (--name=value; --flagfile=FILE reads them "
-                                  "from a file, --helpfull lists Abseil's too):\n");
+                                  "from a file; the environment variable named sets a flag "
+                                  "the command line does not; --helpfull lists Abseil's "
+                                  "flags too):\n");
   for (const absl::CommandLineFlag* flag : PitlaneFlags()) {
     const std::string default_value = flag->DefaultValue();
+    const std::string variable = EnvironmentName(flag->Name());
     absl::StrAppend(&help, "  --", flag->Name(), " (default ",
-                    default_value.empty() ? "\"\"" : default_value, ")\n      ", flag->Help(),
-                    "\n");
+                    default_value.empty() ? "\"\"" : default_value,
+                    variable.empty() ? "" : absl::StrCat("; environment ", variable), ")\n      ",
+                    flag->Help(), "\n");
   }
   absl::StrAppend(&help,
                   "\nExit codes: 0 after SIGINT or SIGTERM; 1 if the server cannot start (the "
@@ -208,6 +249,7 @@ pitlane::app::FlagValues ReadFlags() {
       .tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file),
       .tls_key_file = absl::GetFlag(FLAGS_tls_key_file),
       .tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file),
+      .replica = absl::GetFlag(FLAGS_replica),
   };
 }
 
@@ -246,6 +288,7 @@ int main(int argc, char** argv) {
     PrintHelp();
     return 0;
   }
+  if (!ApplyEnvironment()) return kExitBadCommandLine;
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
     std::fprintf(stderr,
@@ -261,6 +304,19 @@ int main(int argc, char** argv) {
       return kExitCannotStart;
     }
     std::printf("%s\n", token->c_str());
+    return 0;
+  }
+  if (absl::GetFlag(FLAGS_healthcheck)) {
+    // Only --http_listen matters: the other flags may be the server's own (a container's
+    // environment), which this process does not start.
+    const absl::Status ready =
+        pitlane::app::CheckReady(absl::GetFlag(FLAGS_http_listen), absl::Seconds(3));
+    if (!ready.ok()) {
+      std::fprintf(stderr, "pitlane-server: not ready: %s\n",
+                   std::string(ready.message()).c_str());
+      return 1;
+    }
+    std::puts("ready");
     return 0;
   }
   absl::StatusOr<pitlane::app::StartupOptions> startup =

@@ -22,6 +22,8 @@
 #include "openssl/x509.h"
 #include "server/api/access.h"
 #include "server/auth/tokens.h"
+#include "server/session/random_id.h"
+#include "server/util/echo.h"
 #include "server/util/status_macros.h"
 
 namespace pitlane::app {
@@ -340,6 +342,12 @@ absl::StatusOr<StartupOptions> OptionsFromFlags(const FlagValues& flags, unsigne
                                  kMaxSessionsPerClientMin, kMaxSessionsPerClientMax));
   RETURN_IF_ERROR(CheckFlagRange("max_tokens_per_session", flags.max_tokens_per_session,
                                  kMaxTokensPerSessionMin, kMaxTokensPerSessionMax));
+  if (!flags.replica.empty() && !session::IsReplicaName(flags.replica)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--replica: must be 1 to ", session::kMaxReplicaNameChars,
+        " characters of a-z, 0-9 and '-', beginning and ending with a letter or digit, got \"",
+        Echo(flags.replica), "\""));
+  }
 
   StartupOptions options;
   ASSIGN_OR_RETURN(options.log_level, LogLevelFromFlag(flags.log_level));
@@ -357,6 +365,7 @@ absl::StatusOr<StartupOptions> OptionsFromFlags(const FlagValues& flags, unsigne
       .session_idle_timeout_s = flags.session_idle_timeout_s,
       .clock_limits = {.min_barrier_timeout_s = flags.min_barrier_timeout_s,
                        .max_barrier_timeout_s = flags.max_barrier_timeout_s},
+      .replica = flags.replica,
   };
   // At most 1024 MiB, so the shift stays below 2^31.
   server.max_receive_message_bytes = static_cast<int>(flags.max_receive_message_mib) << 20;

@@ -75,6 +75,7 @@ struct FlagValues {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;
+  std::string replica;  // "" for a server on its own.
 };
 
 inline constexpr std::int64_t kMaxSessionsPerClientMin = 1;

@@ -155,6 +155,15 @@ INSTANTIATE_TEST_SUITE_P(
         {"ListenIpv6Bare", [](FlagValues& f) { f.listen = "::1:50051"; }, false,
          "IPv6 host must be in brackets"},
         {"ListenEscaped", [](FlagValues& f) { f.listen = "a\nb"; }, false, "got \"a\\nb\""},
+        {"ReplicaPodName", [](FlagValues& f) { f.replica = "pitlane-0"; }, true, ""},
+        {"ReplicaUppercase", [](FlagValues& f) { f.replica = "R1"; }, false,
+         "--replica: must be 1 to 32 characters of a-z, 0-9 and '-', beginning and ending with "
+         "a letter or digit, got \"R1\""},
+        {"ReplicaDot", [](FlagValues& f) { f.replica = "r.1"; }, false, "--replica: must be"},
+        {"ReplicaTrailingDash", [](FlagValues& f) { f.replica = "r1-"; }, false,
+         "--replica: must be"},
+        {"ReplicaTooLong", [](FlagValues& f) { f.replica = std::string(33, 'r'); }, false,
+         "--replica: must be"},
     }),
     [](const ::testing::TestParamInfo<FlagCase>& info) { return info.param.name; });
 
@@ -173,6 +182,7 @@ TEST(OptionsFromFlagsTest, ConvertsEveryFlag) {
   flags.max_barrier_timeout_s = 4.0;
   flags.scenario = "demo";
   flags.scenario_dir = "/tmp/scenarios";
+  flags.replica = "r2";
   absl::StatusOr<StartupOptions> options = OptionsFromFlags(flags, 4);
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->server.listen_address, "127.0.0.1:0");
@@ -186,6 +196,7 @@ TEST(OptionsFromFlagsTest, ConvertsEveryFlag) {
   EXPECT_EQ(options->server.worker_threads, 7);
   EXPECT_EQ(options->server.startup_scenario, "demo");
   EXPECT_EQ(options->server.scenario_dir, "/tmp/scenarios");
+  EXPECT_EQ(options->server.limits.replica, "r2");
   EXPECT_EQ(options->log_level, spdlog::level::warn);
   EXPECT_EQ(options->log_format, LogFormat::kJson);
 }

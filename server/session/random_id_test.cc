@@ -34,6 +34,26 @@ TEST(NewSessionId, IsSPrefixedBase32Of128Bits) {
   EXPECT_EQ(id->size(), 2 + kSessionIdRandomChars);
 }
 
+TEST(NewSessionId, EndsWithTheReplicaNameAfterADot) {
+  const absl::StatusOr<std::string> id = NewSessionId("pitlane-2");
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_THAT(*id, testing::MatchesRegex("s-[a-z2-7]{25}[aeimquy4]\\.pitlane-2"));
+}
+
+TEST(IsReplicaName, TakesDnsLabelsOfLowercaseLettersDigitsAndDashes) {
+  struct Case {
+    std::string name;
+    bool valid;
+  };
+  const std::vector<Case> cases = {
+      {"r1", true},          {"pitlane-0", true},        {"a", true},
+      {"7", true},           {std::string(32, 'x'), true}, {"", false},
+      {std::string(33, 'x'), false}, {"-r1", false},     {"r1-", false},
+      {"R1", false},         {"r.1", false},             {"r_1", false},
+      {"r 1", false},        {"r\n", false},            {"r\xc3\xa9", false}};
+  for (const Case& c : cases) EXPECT_EQ(IsReplicaName(c.name), c.valid) << "\"" << c.name << "\"";
+}
+
 TEST(NewSessionId, TenThousandAreDistinct) {
   absl::flat_hash_set<std::string> ids;
   for (int i = 0; i < 10'000; ++i) {

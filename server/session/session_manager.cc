@@ -119,7 +119,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
         "clock_mode: this server runs no scheduler; only LOCKSTEP is available");
   }
   ASSIGN_OR_RETURN(sim::World world, BuildWorld(config));
-  ASSIGN_OR_RETURN(std::string id, NewSessionId());
+  ASSIGN_OR_RETURN(std::string id, NewSessionId(limits_.replica));
 
   std::shared_ptr<Session> session;
   {

@@ -30,6 +30,9 @@ struct ServerLimits {
   double session_idle_timeout_s = 0.0;
   // Every session's clock must stay within these (CreateSession and SetClock).
   ClockLimits clock_limits;
+  // This server's name among the replicas behind a proxy (--replica; IsReplicaName), which
+  // ends each session id; "" for a server on its own.
+  std::string replica;
 };
 
 // A session's config as the client gave it; unset optional fields take the server's
@@ -71,7 +74,8 @@ class SessionManager {
 
   const ServerLimits& limits() const { return limits_; }
 
-  // The new session's id is unguessable (NewSessionId): "s-" and 26 base32 characters.
+  // The new session's id is unguessable (NewSessionId): "s-" and 26 base32 characters, then
+  // "." and limits().replica if set.
   // Errors: InvalidArgument naming the field ("tick_rate_hz", "max_vehicles", "name",
   // "real_time_factor", "barrier_timeout_s", "bounds.max_x_m", "obstacles[2].length_m");
   // ResourceExhausted when max_sessions sessions exist; Internal if the OS gives no randomness.

@@ -76,7 +76,7 @@ import pitlane  # pylint: disable=wrong-import-position
 class ServerProcess:
     """A running pitlane-server child process and its captured output."""
 
-    def __init__(self, *flags, address_space_bytes=None):
+    def __init__(self, *flags, address_space_bytes=None, env=None):
         if not SERVER.is_file():
             pytest.fail(f"server binary not found: {SERVER} (build it or set PITLANE_SERVER)")
         self.output = []  # Lines of stdout and stderr, interleaved, prefixed.
@@ -95,7 +95,9 @@ class ServerProcess:
                 resource.RLIMIT_AS, (address_space_bytes, address_space_bytes)),
             # Under a limit, one malloc arena: glibc reserves 64 MiB of address space for each
             # arena a new thread may open, which would make the room left depend on timing.
-            env=None if address_space_bytes is None else dict(os.environ, MALLOC_ARENA_MAX="1"),
+            # `env`: variables added to the test's own environment.
+            env=dict(os.environ, **(env or {}),
+                     **({} if address_space_bytes is None else {"MALLOC_ARENA_MAX": "1"})),
         )
         # Drain both pipes for the whole life of the server so it never blocks on them.
         for pipe, name in ((self.proc.stdout, "stdout"), (self.proc.stderr, "stderr")):

@@ -147,3 +147,54 @@ def test_json_log_lines_all_parse():
     assert any(m.startswith("server started") for m in messages), messages
     assert any(f'name="{escaped}"' in m for m in messages), messages
     assert messages[-1] == "server stopped"
+
+
+def test_environment_sets_the_flags_the_command_line_does_not():
+    """PITLANE_<FLAG> for a container's configuration; the command line wins over it."""
+    env = {"PITLANE_REPLICA": "r9", "PITLANE_MAX_SESSIONS": "3"}
+    server = ServerProcess(env=env)
+    try:
+        with pitlane.Client(server.address, timeout_s=10.0) as client:
+            ids = [client.create_session(name=f"e{i}").session_id for i in range(3)]
+            assert all(sid.endswith(".r9") for sid in ids), ids
+            assert_rpc_error(lambda: client.create_session(name="fourth"),
+                             grpc.StatusCode.RESOURCE_EXHAUSTED, "--max_sessions")
+    finally:
+        assert server.stop() == 0
+    server = ServerProcess("--replica=r8", env=env)
+    try:
+        with pitlane.Client(server.address, timeout_s=10.0) as client:
+            assert client.create_session(name="e").session_id.endswith(".r8")
+    finally:
+        assert server.stop() == 0
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("PITLANE_MAX_SESSIONS", "many", "PITLANE_MAX_SESSIONS (for --max_sessions)"),
+    ("PITLANE_MAX_SESSIONS", "0", "--max_sessions: must be in [1, 100000], got 0"),
+    ("PITLANE_REPLICA", "Room 1", "--replica: must be 1 to 32 characters"),
+    ("PITLANE_AUTH", "maybe", "--auth"),
+])
+def test_a_bad_environment_value_exits_2_naming_it(variable, value, message):
+    done = subprocess.run([str(SERVER), "--http_listen="], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=_RUN_TIMEOUT_S, check=False,
+                          env={"PATH": "/usr/bin:/bin", variable: value})
+    assert done.returncode == 2, done
+    assert message in done.stderr
+
+
+def test_healthcheck_asks_the_http_endpoint_whether_the_server_is_ready():
+    with running_server("--http_listen=127.0.0.1:0") as server:
+        http = server.http_address()
+        done = _run("--healthcheck", f"--http_listen={http}")
+        assert (done.returncode, done.stdout) == (0, "ready\n"), done
+        # The same through the environment, as a container's HEALTHCHECK runs it.
+        done = subprocess.run([str(SERVER), "--healthcheck"], capture_output=True, text=True,
+                              timeout=_RUN_TIMEOUT_S, check=False,
+                              env={"PITLANE_HTTP_LISTEN": http.replace("127.0.0.1", "0.0.0.0")})
+        assert (done.returncode, done.stdout) == (0, "ready\n"), done
+    done = _run("--healthcheck", f"--http_listen={http}")
+    assert done.returncode == 1
+    assert f"not ready: http://{http}/readyz: Connection refused" in done.stderr
+    done = _run("--healthcheck")  # No HTTP endpoint: nothing to ask.
+    assert done.returncode == 1 and "--http_listen: the health check asks" in done.stderr

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import queue
+import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Optional, Union
@@ -341,6 +342,21 @@ class _CallDetails(
     pass
 
 
+def _with_header(details, key, value):
+    """`details` with the header `key: value` added, unless the call already sets `key`."""
+    metadata = list(details.metadata or ())
+    if not any(k == key for k, _ in metadata):
+        metadata.append((key, value))
+    return _CallDetails(
+        details.method,
+        details.timeout,
+        metadata,
+        details.credentials,
+        details.wait_for_ready,
+        details.compression,
+    )
+
+
 class _BearerToken(
     grpc.UnaryUnaryClientInterceptor,
     grpc.UnaryStreamClientInterceptor,
@@ -366,17 +382,7 @@ class _BearerToken(
 
     @staticmethod
     def _with(details, token):
-        metadata = list(details.metadata or ())
-        if not any(key == "authorization" for key, _ in metadata):
-            metadata.append(("authorization", f"Bearer {token}"))
-        return _CallDetails(
-            details.method,
-            details.timeout,
-            metadata,
-            details.credentials,
-            details.wait_for_ready,
-            details.compression,
-        )
+        return _with_header(details, "authorization", f"Bearer {token}")
 
     def token_for(self, session_id):
         """The token to try first for calls on `session_id`."""
@@ -416,6 +422,49 @@ class _BearerToken(
         return continuation(self._with(details, self._token), request_iterator)
 
 
+# The headers a proxy in front of several servers routes calls by (docs/deployment.md): the
+# session a call is about (its id ends with the name of the server that holds it), or, for
+# calls about no session (CreateSession, ListSessions), a server chosen by name.
+SESSION_HEADER = "pitlane-session"
+REPLICA_HEADER = "pitlane-replica"
+_REPLICA_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?")
+
+
+class _Route(
+    grpc.UnaryUnaryClientInterceptor,
+    grpc.UnaryStreamClientInterceptor,
+    grpc.StreamUnaryClientInterceptor,
+    grpc.StreamStreamClientInterceptor,
+):
+    """Adds ``pitlane-session: <session_id>`` to every call whose request names a session, and
+    ``pitlane-replica: <replica>`` (when the client was given one) to the others, so that a
+    proxy in front of several servers sends each call to the server that holds its session.
+    A server on its own ignores both. (Drive streams carry the session in their first message,
+    which an interceptor cannot see: Driver sets the header itself.)"""
+
+    def __init__(self, replica: Optional[str]):
+        self._replica = replica
+
+    def _with(self, details, session_id):
+        if session_id:
+            return _with_header(details, SESSION_HEADER, session_id)
+        if self._replica:
+            return _with_header(details, REPLICA_HEADER, self._replica)
+        return details
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._with(details, getattr(request, "session_id", None)), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._with(details, getattr(request, "session_id", None)), request)
+
+    def intercept_stream_unary(self, continuation, details, request_iterator):
+        return continuation(self._with(details, None), request_iterator)
+
+    def intercept_stream_stream(self, continuation, details, request_iterator):
+        return continuation(self._with(details, None), request_iterator)
+
+
 _TOKEN_ROLES = {
     "owner": pb.TOKEN_ROLE_OWNER,
     "driver": pb.TOKEN_ROLE_DRIVER,
@@ -450,6 +499,7 @@ class Client:
         tls: Optional[bool] = None,
         private_key: Optional[Union[str, bytes]] = None,
         certificate_chain: Optional[Union[str, bytes]] = None,
+        replica: Optional[str] = None,
     ):
         """Opens a channel to ``address`` ("host:port").
 
@@ -463,6 +513,11 @@ class Client:
             tls: TLS or plaintext; default: TLS when any certificate is given.
             private_key, certificate_chain: This client's PEM key and certificate, for a
                 server that asks for one (mutual TLS, ``--tls_client_ca_file``).
+            replica: Behind a proxy in front of several servers (docs/deployment.md), the
+                server (its ``--replica`` name) that calls about no session go to: where
+                ``create_session`` creates and whose sessions ``list_sessions`` lists. None:
+                the proxy chooses. Calls about a session always go to the server that holds
+                it, whatever this is.
         """
         self.timeout_s = timeout_s
         self.owner_tokens: dict[str, tuple[str, str]] = {}
@@ -472,6 +527,7 @@ class Client:
             tls=tls,
             private_key=private_key,
             certificate_chain=certificate_chain,
+            replica=replica,
         )
         options = [
             ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
@@ -487,6 +543,10 @@ class Client:
                 raise ValueError(
                     "token: holds characters a token never has (Pitlane tokens are plt_ and 32 "
                     "characters of a-z and 2-7); copy it again from the file you were given")
+        if replica is not None and not _REPLICA_NAME.fullmatch(replica):
+            raise ValueError(
+                f"replica: must be 1 to 32 characters of a-z, 0-9 and '-', beginning and ending "
+                f"with a letter or digit (a server's --replica), got {replica!r}")
         if tls is None:
             tls = any(x is not None for x in (root_certificates, private_key, certificate_chain))
         if tls:
@@ -498,7 +558,8 @@ class Client:
             self._channel = grpc.secure_channel(address, credentials, options=options)
         else:
             self._channel = grpc.insecure_channel(address, options=options)
-        channel = self._channel
+        # The headers a proxy in front of several servers routes by; a lone server ignores them.
+        channel = grpc.intercept_channel(self._channel, _Route(replica))
         self._bearer = None
         if token is not None:
             self._bearer = _BearerToken(token, self.owner_tokens)
@@ -674,10 +735,10 @@ class Client:
         Returns:
             A ``Driver``; its first observation is the current tick.
         """
-        metadata = None
+        metadata = [(SESSION_HEADER, session_id)]
         if self._bearer is not None:  # The owner token, for a session this client created.
             self._learn_token_for(session_id)
-            metadata = [("authorization", f"Bearer {self._bearer.token_for(session_id)}")]
+            metadata.append(("authorization", f"Bearer {self._bearer.token_for(session_id)}"))
         return Driver(self.stub, session_id, vehicle_id, on_disconnect, metadata=metadata)
 
     def get_session(self, session_id: str) -> pb.SessionInfo:

@@ -26,6 +26,14 @@
     history.replaceState(null, "", url);
   }
 
+  // Behind a proxy in front of several servers (docs/deployment.md), the proxy sends each
+  // request to the server that holds the session the address names (or to the replica it
+  // names): the page's own requests carry the same.
+  const routing = new URLSearchParams();
+  for (const key of ["session", "replica"]) {
+    if (params.get(key)) routing.set(key, params.get(key));
+  }
+
   const state = {
     sessions: [],
     sessionId: null,
@@ -87,7 +95,8 @@
   async function refreshSessions() {
     let body;
     try {
-      const response = await fetch("/api/sessions", { headers: authHeaders(), cache: "no-store" });
+      const response = await fetch(`/api/sessions${routing.size ? `?${routing}` : ""}`,
+                                   { headers: authHeaders(), cache: "no-store" });
       body = await response.json();
       if (!response.ok) {
         state.apiError = body.error || `HTTP ${response.status}`;
@@ -139,6 +148,7 @@
   function connect() {
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
     const query = new URLSearchParams({ viewer: "1", rate_hz: params.get("rate_hz") || "30" });
+    for (const [key, value] of routing) query.set(key, value);
     if (token) query.set("token", token);
     ws = new WebSocket(`${scheme}//${location.host}/foxglove?${query}`, ["foxglove.websocket.v1"]);
     ws.binaryType = "arraybuffer";

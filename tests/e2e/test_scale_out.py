@@ -1,0 +1,228 @@
+"""Scale-out: three real servers (--replica r1, r2, r3) behind Debian's nginx on loopback
+ports, configured by docker/nginx/make-config.sh (docs/deployment.md).
+
+Sessions created through the front door spread over the replicas; every later call and stream
+of a session (unary calls, Step, StreamStates, Drive, the viewer's API and WebSocket) reaches
+the replica that holds it, so each session's state moves only by its own calls; a replica
+killed fails its own sessions' calls with UNAVAILABLE while the others, and new sessions, carry
+on."""
+
+import collections
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+
+import grpc
+import pytest
+
+import pitlane
+from conftest import REPO_ROOT, ServerProcess, assert_rpc_error
+from websocket_client import WebSocket
+
+REPLICAS = ("r1", "r2", "r3")
+MAKE_CONFIG = REPO_ROOT / "docker" / "nginx" / "make-config.sh"
+SESSIONS = 30
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port, proc, log, timeout_s=10.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"nginx exited with {proc.returncode}:\n{log.read_text()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    pytest.fail(f"nginx did not listen on {port}:\n{log.read_text()}")
+
+
+class Deployment:
+    def __init__(self, tmp):
+        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        if not os.path.exists(nginx):
+            pytest.fail("nginx is not installed: run scripts/setup.sh (apt nginx-light)")
+        self.servers = {}
+        for name in REPLICAS:
+            self.servers[name] = ServerProcess(f"--replica={name}", "--http_listen=127.0.0.1:0")
+        self.grpc_port, self.http_port = free_port(), free_port()
+        replicas = [f"{name}={server.address},{server.http_address()}"
+                    for name, server in self.servers.items()]
+        config = subprocess.run(
+            [str(MAKE_CONFIG), "--grpc-listen", f"127.0.0.1:{self.grpc_port}",
+             "--http-listen", f"127.0.0.1:{self.http_port}", *replicas],
+            check=True, capture_output=True, text=True).stdout
+        (tmp / "pitlane.conf").write_text(config)
+        # nginx's own settings for a process of the test's: files under tmp, one worker.
+        (tmp / "nginx.conf").write_text(f"""
+daemon off;
+worker_processes 1;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log warn;
+events {{ worker_connections 512; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    include {tmp}/pitlane.conf;
+}}
+""")
+        self.log = tmp / "error.log"
+        self.log.touch()
+        self.nginx = subprocess.Popen(
+            [nginx, "-p", str(tmp), "-c", str(tmp / "nginx.conf"), "-e", str(self.log)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        wait_for_port(self.grpc_port, self.nginx, self.log)
+        wait_for_port(self.http_port, self.nginx, self.log)
+        self.front = f"127.0.0.1:{self.grpc_port}"
+        self.web = f"http://127.0.0.1:{self.http_port}"
+
+    def direct(self, name):
+        return pitlane.Client(self.servers[name].address, timeout_s=10.0)
+
+    def stop(self):
+        self.nginx.send_signal(signal.SIGQUIT)
+        try:
+            self.nginx.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.nginx.kill()
+            self.nginx.wait()
+        codes = {name: server.stop() for name, server in self.servers.items()}
+        return codes
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    d = Deployment(tmp_path_factory.mktemp("nginx"))
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+def replica_of(session_id):
+    return session_id.rsplit(".", 1)[1]
+
+
+def get_json(url):
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.load(response)
+
+
+def post_json(url):
+    request = urllib.request.Request(url, method="POST")
+    with urllib.request.urlopen(request, timeout=20) as response:
+        return json.load(response)
+
+
+def test_every_call_and_stream_of_a_session_reaches_its_replica(deployment):
+    with pitlane.Client(deployment.front, timeout_s=10.0) as front:
+        ids = [front.create_session(name=f"class-{i}").session_id for i in range(SESSIONS)]
+        by_replica = collections.Counter(replica_of(sid) for sid in ids)
+        # Spread over all three (least_conn over idle replicas takes turns).
+        assert set(by_replica) == set(REPLICAS) and min(by_replica.values()) >= 5, by_replica
+        for name in REPLICAS:
+            with deployment.direct(name) as direct:
+                held = {s.session_id for s in direct.list_sessions()}
+            assert held == {sid for sid in ids if replica_of(sid) == name}
+
+        # Unary calls and Steps: session i gets i % 7 + 1 ticks and one vehicle, all through
+        # the front door.
+        for i, sid in enumerate(ids):
+            vehicle = front.spawn_vehicle(sid, x_m=float(i))
+            front.set_controls(sid, [pitlane.control(vehicle, acceleration_mps2=1.0)])
+            front.step(sid, ticks=i % 7 + 1)
+        # Each session moved by its own calls only: its tick is its own count, its state the
+        # same through the front door as on its replica.
+        for i, sid in enumerate(ids):
+            state = front.get_state(sid)
+            assert state.time.tick == i % 7 + 1, sid
+            assert len(state.vehicles) == 1 and state.vehicles[0].x_m == pytest.approx(i, abs=0.05)
+            with deployment.direct(replica_of(sid)) as direct:
+                assert direct.state_hash(sid) == front.state_hash(sid)
+
+        # Streams: StreamStates and Drive through the front door, on one session per replica.
+        for name in REPLICAS:
+            sid = next(s for s in ids if replica_of(s) == name)
+            before = front.get_state(sid).time.tick
+            stream = front.stream_states(sid, timeout_s=20.0)
+            first = next(stream)
+            assert first.state.time.tick == before
+            vehicle = front.get_state(sid).vehicles[0].vehicle_id
+            with front.drive(sid, vehicle) as driver:
+                observation = driver.observe()
+                assert observation.time.tick == before
+                driver.send(before, acceleration_mps2=0.5)
+                front.step(sid, ticks=3)
+                assert next(stream).state.time.tick > before
+            stream.cancel()
+            assert front.get_state(sid).time.tick == before + 3
+
+        # The viewer: its page, API and WebSocket reach the replica the address names.
+        for name in REPLICAS:
+            sid = next(s for s in ids if replica_of(s) == name)
+            listed = get_json(f"{deployment.web}/api/sessions?session={sid}")
+            assert {s["id"] for s in listed["sessions"]} == {
+                s for s in ids if replica_of(s) == name}
+            tick = front.get_state(sid).time.tick
+            stepped = post_json(f"{deployment.web}/api/sessions/{sid}/step?ticks=2")
+            assert stepped["tick"] == tick + 2
+            with urllib.request.urlopen(f"{deployment.web}/?session={sid}", timeout=10) as page:
+                assert page.status == 200 and b"<canvas" in page.read()
+            ws = WebSocket(f"127.0.0.1:{deployment.http_port}",
+                           path=f"/foxglove?viewer=1&session={sid}")
+            try:
+                topics = set()
+                while f"/{sid}/viewer" not in topics:
+                    message = ws.receive_json()
+                    if message.get("op") == "advertise":
+                        topics |= {c["topic"] for c in message["channels"]}
+                assert all(replica_of(t.split("/")[1]) == name for t in topics
+                           if t.startswith("/s-")), topics
+            finally:
+                ws.close()
+        # A replica chosen by name: ListSessions and the viewer's list of that replica.
+        with pitlane.Client(deployment.front, timeout_s=10.0, replica="r2") as to_r2:
+            assert {s.session_id for s in to_r2.list_sessions()} == {
+                s for s in ids if replica_of(s) == "r2"}
+            assert replica_of(to_r2.create_session(name="on-r2").session_id) == "r2"
+        listed = get_json(f"{deployment.web}/api/sessions?replica=r3")
+        assert {replica_of(s["id"]) for s in listed["sessions"]} == {"r3"}
+
+
+def test_a_dead_replica_fails_its_sessions_cleanly_while_the_others_carry_on(deployment):
+    with pitlane.Client(deployment.front, timeout_s=10.0) as front:
+        ids = [front.create_session(name=f"k-{i}").session_id for i in range(9)]
+        assert {replica_of(sid) for sid in ids} == set(REPLICAS)
+        victim = deployment.servers["r2"]
+        victim.proc.send_signal(signal.SIGKILL)
+        victim.proc.wait(timeout=10)
+        for sid in ids:
+            if replica_of(sid) == "r2":
+                assert_rpc_error(lambda: front.step(sid, ticks=1),
+                                 grpc.StatusCode.UNAVAILABLE)
+                assert_rpc_error(lambda: next(front.stream_states(sid, timeout_s=5.0)),
+                                 grpc.StatusCode.UNAVAILABLE)
+            else:
+                tick = front.get_state(sid).time.tick
+                front.step(sid, ticks=2)
+                assert front.get_state(sid).time.tick == tick + 2
+        # New sessions go to the live replicas.
+        fresh = [front.create_session(name=f"after-{i}").session_id for i in range(6)]
+        assert {replica_of(sid) for sid in fresh} == {"r1", "r3"}
+        for sid in fresh:
+            front.step(sid, ticks=1)
