@@ -30,7 +30,7 @@ cmake --build "$build_dir" -j2 --target "$target"
 corpus=$build_dir/corpus/$target
 artifacts=$build_dir/artifacts
 mkdir -p "$corpus" "$artifacts"
-seeds=(fuzz/corpus/$target)
+seeds=("fuzz/corpus/$target")
 if [ "$target" = scenario_fuzzer ]; then seeds+=(scenarios); fi
 for dir in "${seeds[@]}"; do
   find "$dir" -maxdepth 1 -type f -exec cp -n -t "$corpus" {} +

@@ -2,25 +2,41 @@
 # Installs what Pitlane needs to build, test and run: Debian 12's apt packages, and the npm
 # packages of the web tests (tests/web/package-lock.json, with npm ci). Idempotent and fast:
 # when everything is present it only checks and returns.
+#
+#   scripts/setup.sh            everything: the server, tests, benchmarks, fuzzers
+#   scripts/setup.sh --server   only what building the server takes (docker/Dockerfile)
 set -euo pipefail
 
-packages=(
-  cmake ninja-build g++ pkg-config ccache
+server_only=false
+case "${1:-}" in
+  "") ;;
+  --server) server_only=true ;;
+  *) echo "setup.sh: unknown argument $1 (--server, or none)" >&2; exit 2 ;;
+esac
+
+# What building the server takes. The HTTP endpoint (server/web) needs civetweb and JSON.
+server_packages=(
+  cmake ninja-build g++ pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
-  libabsl-dev libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
-  # The HTTP endpoint (server/web), the check of its /metrics in the tests (promtool), and
-  # the independent clients of its tests: Node for Foxglove's own client, Debian's chromium
-  # for the viewer.
-  libcivetweb-dev nlohmann-json3-dev prometheus nodejs chromium
+  libabsl-dev libspdlog-dev libssl-dev libcivetweb-dev nlohmann-json3-dev
+)
+packages=(
+  "${server_packages[@]}" ccache libgtest-dev libgmock-dev libbenchmark-dev
+  # The check of /metrics in the tests (promtool), and the independent clients of the web
+  # tests: Node for Foxglove's own client, Debian's chromium for the viewer.
+  prometheus nodejs chromium
   python3 python3-grpcio python3-protobuf python3-pytest
-  # The proxy of the scale-out test (tests/e2e/test_scale_out.py, docs/deployment.md) and the
-  # linter of the shell scripts.
-  nginx-light shellcheck
+  # The proxy of the scale-out test (tests/e2e/test_scale_out.py, docs/deployment.md), a YAML
+  # reader for its check of the compose file and manifests, and the shell scripts' linter.
+  nginx-light python3-yaml shellcheck
   # Sanitizer builds and fuzzers (scripts/check-sanitizers.sh, scripts/fuzz.sh): clang 14,
   # its sanitizer and libFuzzer runtimes, llvm-symbolizer for readable reports.
   clang libclang-rt-14-dev llvm-14
 )
 
+if $server_only; then
+  packages=("${server_packages[@]}")
+fi
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
@@ -28,7 +44,7 @@ for package in "${packages[@]}"; do
   fi
 done
 # Debian's npm comes apart from nodejs; a nodejs that brings its own npm needs none.
-if ! command -v npm >/dev/null 2>&1; then
+if ! $server_only && ! command -v npm >/dev/null 2>&1; then
   missing+=(npm)
 fi
 if ((${#missing[@]} > 0)); then
@@ -40,6 +56,10 @@ if ((${#missing[@]} > 0)); then
   "${sudo[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
     "${missing[@]}"
+fi
+
+if $server_only; then
+  exit 0
 fi
 
 # The web tests' npm packages, exactly as locked; again only when the lockfile changed.

@@ -95,8 +95,9 @@ absl::Status CheckReady(absl::string_view http_listen, absl::Duration timeout) {
       return absl::UnavailableError(absl::StrCat(where, ": ", std::strerror(error)));
     }
   }
-  // The Host is the address asked, a loopback one: a server without tokens answers only those.
-  const std::string request = absl::StrCat("GET /readyz HTTP/1.1\r\nHost: ", host, ":", port,
+  // A loopback name for Host, whatever address was asked: a server without tokens answers
+  // only those.
+  const std::string request = absl::StrCat("GET /readyz HTTP/1.1\r\nHost: localhost:", port,
                                            "\r\nConnection: close\r\n\r\n");
   std::size_t sent = 0;
   while (sent < request.size()) {

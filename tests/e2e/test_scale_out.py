@@ -19,6 +19,7 @@ import urllib.request
 
 import grpc
 import pytest
+import yaml
 
 import pitlane
 from conftest import REPO_ROOT, ServerProcess, assert_rpc_error
@@ -49,19 +50,23 @@ def wait_for_port(port, proc, log, timeout_s=10.0):
 
 
 class Deployment:
-    def __init__(self, tmp):
+    def __init__(self, tmp, tls=None):
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"
         if not os.path.exists(nginx):
             pytest.fail("nginx is not installed: run scripts/setup.sh (apt nginx-light)")
         self.servers = {}
+        self.killed = set()
         for name in REPLICAS:
             self.servers[name] = ServerProcess(f"--replica={name}", "--http_listen=127.0.0.1:0")
         self.grpc_port, self.http_port = free_port(), free_port()
         replicas = [f"{name}={server.address},{server.http_address()}"
                     for name, server in self.servers.items()]
+        self.access_log = tmp / "access.log"
+        tls_args = [] if tls is None else ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])]
         config = subprocess.run(
             [str(MAKE_CONFIG), "--grpc-listen", f"127.0.0.1:{self.grpc_port}",
-             "--http-listen", f"127.0.0.1:{self.http_port}", *replicas],
+             "--http-listen", f"127.0.0.1:{self.http_port}", "--access-log",
+             str(self.access_log), *tls_args, *replicas],
             check=True, capture_output=True, text=True).stdout
         (tmp / "pitlane.conf").write_text(config)
         # nginx's own settings for a process of the test's: files under tmp, one worker.
@@ -94,7 +99,13 @@ http {{
     def direct(self, name):
         return pitlane.Client(self.servers[name].address, timeout_s=10.0)
 
+    def kill(self, name):
+        self.servers[name].proc.send_signal(signal.SIGKILL)
+        self.servers[name].proc.wait(timeout=10)
+        self.killed.add(name)
+
     def stop(self):
+        """Stops nginx and the servers; checks that every server not killed exited 0."""
         self.nginx.send_signal(signal.SIGQUIT)
         try:
             self.nginx.wait(timeout=10)
@@ -102,12 +113,12 @@ http {{
             self.nginx.kill()
             self.nginx.wait()
         codes = {name: server.stop() for name, server in self.servers.items()}
-        return codes
+        assert all(code == 0 for name, code in codes.items() if name not in self.killed), codes
 
 
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory):
-    d = Deployment(tmp_path_factory.mktemp("nginx"))
+@pytest.fixture
+def deployment(tmp_path):
+    d = Deployment(tmp_path)
     try:
         yield d
     finally:
@@ -175,7 +186,8 @@ def test_every_call_and_stream_of_a_session_reaches_its_replica(deployment):
         # The viewer: its page, API and WebSocket reach the replica the address names.
         for name in REPLICAS:
             sid = next(s for s in ids if replica_of(s) == name)
-            listed = get_json(f"{deployment.web}/api/sessions?session={sid}")
+            # (A token in the query is never logged by the front door.)
+            listed = get_json(f"{deployment.web}/api/sessions?session={sid}&token=plt_unlogged")
             assert {s["id"] for s in listed["sessions"]} == {
                 s for s in ids if replica_of(s) == name}
             tick = front.get_state(sid).time.tick
@@ -202,15 +214,19 @@ def test_every_call_and_stream_of_a_session_reaches_its_replica(deployment):
             assert replica_of(to_r2.create_session(name="on-r2").session_id) == "r2"
         listed = get_json(f"{deployment.web}/api/sessions?replica=r3")
         assert {replica_of(s["id"]) for s in listed["sessions"]} == {"r3"}
+        # Without a key, one client's HTTP requests stay on one replica.
+        lists = [{s["id"] for s in get_json(f"{deployment.web}/api/sessions")["sessions"]}
+                 for _ in range(6)]
+        assert all(listed == lists[0] for listed in lists) and lists[0], lists
+    log = deployment.access_log.read_text()
+    assert "/api/sessions" in log and "plt_unlogged" not in log
 
 
 def test_a_dead_replica_fails_its_sessions_cleanly_while_the_others_carry_on(deployment):
     with pitlane.Client(deployment.front, timeout_s=10.0) as front:
         ids = [front.create_session(name=f"k-{i}").session_id for i in range(9)]
         assert {replica_of(sid) for sid in ids} == set(REPLICAS)
-        victim = deployment.servers["r2"]
-        victim.proc.send_signal(signal.SIGKILL)
-        victim.proc.wait(timeout=10)
+        deployment.kill("r2")
         for sid in ids:
             if replica_of(sid) == "r2":
                 assert_rpc_error(lambda: front.step(sid, ticks=1),
@@ -226,3 +242,62 @@ def test_a_dead_replica_fails_its_sessions_cleanly_while_the_others_carry_on(dep
         assert {replica_of(sid) for sid in fresh} == {"r1", "r3"}
         for sid in fresh:
             front.step(sid, ticks=1)
+
+
+def test_the_front_door_serves_tls(tmp_path):
+    """make-config.sh --tls-cert/--tls-key: gRPC over TLS through the front, to plaintext
+    replicas."""
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=front", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout",
+                    "front.key", "-out", "front.crt"],
+                   cwd=tmp_path, check=True, capture_output=True)
+    d = Deployment(tmp_path, tls=(tmp_path / "front.crt", tmp_path / "front.key"))
+    try:
+        ca = (tmp_path / "front.crt").read_bytes()
+        with pitlane.Client(d.front, timeout_s=10.0, root_certificates=ca) as front:
+            sid = front.create_session(name="tls").session_id
+            assert front.step(sid, ticks=3).time.tick == 3
+        with pitlane.Client(d.front, timeout_s=5.0) as plaintext:  # Refused in clear.
+            assert_rpc_error(plaintext.list_sessions, grpc.StatusCode.UNAVAILABLE)
+    finally:
+        d.stop()
+
+
+def generated_by(text):
+    """The make-config.sh command line a generated configuration names in its first lines."""
+    line = text.splitlines()[1]
+    assert line.startswith("#   docker/nginx/make-config.sh "), line
+    return line[len("#   docker/nginx/make-config.sh "):].split()
+
+
+def test_the_shipped_front_door_configurations_are_the_generators_output():
+    """docker/nginx/compose.conf and the Kubernetes ConfigMap are make-config.sh's output for
+    the command they name, and the files compose.yaml mounts exist."""
+    compose_conf = (REPO_ROOT / "docker" / "nginx" / "compose.conf").read_text()
+    manifests = list(yaml.safe_load_all(
+        (REPO_ROOT / "docker" / "kubernetes" / "pitlane.yaml").read_text()))
+    config_map = next(m for m in manifests if m["kind"] == "ConfigMap")
+    for text in (compose_conf, config_map["data"]["default.conf"]):
+        again = subprocess.run([str(MAKE_CONFIG), *generated_by(text)], check=True,
+                               capture_output=True, text=True).stdout
+        assert again == text
+    statefulset = next(m for m in manifests if m["kind"] == "StatefulSet")
+    replicas = statefulset["spec"]["replicas"]
+    assert generated_by(config_map["data"]["default.conf"]) == [
+        f"pitlane-{i}=pitlane-{i}:50051,pitlane-{i}:8080" for i in range(replicas)]
+    assert {m["metadata"]["name"] for m in manifests if m["kind"] == "Service"} >= {
+        f"pitlane-{i}" for i in range(replicas)}
+
+    compose = yaml.safe_load((REPO_ROOT / "docker" / "compose.yaml").read_text())
+    for name, service in compose["services"].items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("$"):
+                continue  # A variable's default: checked below.
+            assert (REPO_ROOT / "docker" / source).exists(), (name, source)
+    assert (REPO_ROOT / "scenarios").is_dir()
+    replicas = [s["environment"]["PITLANE_REPLICA"] for s in compose["services"].values()
+                if "PITLANE_REPLICA" in s.get("environment", {})]
+    assert generated_by(compose_conf) == [
+        f"{r}={h}:50051,{h}:8080" for r, h in zip(replicas, ("pitlane", "pitlane-r2",
+                                                              "pitlane-r3"))]

@@ -76,15 +76,17 @@ def read_token_file(path):
 
 
 def run(address, clock="barrier", seconds=10.0, *, session_id=None, out=print, token=None,
-        root_certificates=None, vehicle_id=None):
+        root_certificates=None, vehicle_id=None, replica=None):
     """Drives the car for `seconds` of simulated time; returns a summary dict.
 
     With session_id, joins that session (switching its clock to `clock`) instead of
     creating one, and removes the car at the end. With vehicle_id too (a driver token),
     drives that car in the session's own clock: nothing is spawned, removed or switched.
-    `token` and `root_certificates` go to pitlane.Client. `out` prints the progress lines.
+    `token`, `root_certificates` and `replica` go to pitlane.Client. `out` prints the progress
+    lines.
     """
-    with pitlane.Client(address, token=token, root_certificates=root_certificates) as sim:
+    with pitlane.Client(address, token=token, root_certificates=root_certificates,
+                        replica=replica) as sim:
         if vehicle_id is not None:
             config = sim.get_session(session_id).config
             clock = pitlane_clock_name(config.clock_mode)
@@ -199,7 +201,9 @@ def main():
         ca = team.get("root_certificates")
         connection = {"token": team["token"],
                       "root_certificates": open(ca, "rb").read() if ca else None,
-                      "vehicle_id": team.get("vehicle_id")}
+                      "vehicle_id": team.get("vehicle_id"),
+                      # Behind a proxy, the team's token is known only to its session's server.
+                      "replica": pitlane.replica_of(session)}
     summary = run(address, args.clock, args.seconds, session_id=session, **connection)
     summary.pop("history")
     print(", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"

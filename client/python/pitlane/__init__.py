@@ -5,7 +5,7 @@ module (pitlane.v1.simulator_pb2) for building any request or reading any
 response, and ``pitlane.pb_grpc`` the generated service module.
 """
 
-from pitlane.client import Client, Driver, control, obstacle_spec, vehicle_spec
+from pitlane.client import Client, Driver, control, obstacle_spec, replica_of, vehicle_spec
 from pitlane.v1 import simulator_pb2 as pb
 from pitlane.v1 import simulator_pb2_grpc as pb_grpc
 
@@ -14,6 +14,7 @@ __all__ = [
     "Driver",
     "control",
     "obstacle_spec",
+    "replica_of",
     "vehicle_spec",
     "pb",
     "pb_grpc",

@@ -428,6 +428,18 @@ class _BearerToken(
 SESSION_HEADER = "pitlane-session"
 REPLICA_HEADER = "pitlane-replica"
 _REPLICA_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?")
+# A session id as servers make them: "s-", 26 characters of base32, and "." and the replica's
+# name on a server that is one of several.
+_SESSION_ID = re.compile(r"s-[a-z2-7]{26}(?:\.([a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?))?")
+
+
+def replica_of(session_id: str) -> Optional[str]:
+    """The name of the server (its ``--replica``) that holds ``session_id``, or None for a
+    server on its own (or a string that is no session id). Pass it as ``Client(...,
+    replica=)`` for the calls about no session that a session's token makes behind a proxy:
+    tokens other than the admin's are known only to the server that made them."""
+    match = _SESSION_ID.fullmatch(session_id or "")
+    return match.group(1) if match else None
 
 
 class _Route(
@@ -446,7 +458,9 @@ class _Route(
         self._replica = replica
 
     def _with(self, details, session_id):
-        if session_id:
+        # Only ids the servers make: another string (a typo, a newline from a file) cannot
+        # route anywhere, and some could not be sent as a header at all; the server answers it.
+        if session_id and _SESSION_ID.fullmatch(session_id):
             return _with_header(details, SESSION_HEADER, session_id)
         if self._replica:
             return _with_header(details, REPLICA_HEADER, self._replica)
@@ -735,7 +749,7 @@ class Client:
         Returns:
             A ``Driver``; its first observation is the current tick.
         """
-        metadata = [(SESSION_HEADER, session_id)]
+        metadata = [(SESSION_HEADER, session_id)] if _SESSION_ID.fullmatch(session_id) else []
         if self._bearer is not None:  # The owner token, for a session this client created.
             self._learn_token_for(session_id)
             metadata.append(("authorization", f"Bearer {self._bearer.token_for(session_id)}"))

@@ -95,7 +95,7 @@
   async function refreshSessions() {
     let body;
     try {
-      const response = await fetch(`/api/sessions${routing.size ? `?${routing}` : ""}`,
+      const response = await fetch(`/api/sessions${routing.toString() ? `?${routing}` : ""}`,
                                    { headers: authHeaders(), cache: "no-store" });
       body = await response.json();
       if (!response.ok) {
