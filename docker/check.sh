@@ -26,6 +26,10 @@ case "${1:-}" in
   *) echo "check.sh: unknown argument $1 (--fresh, --reuse, or none)" >&2; exit 2 ;;
 esac
 if [ "$(id -u)" -ne 0 ]; then
+  # mmdebstrap and buildah's chroot isolation need root.
+  if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+    exec sudo -n "$0" "$@"
+  fi
   echo "check.sh: run as root (mmdebstrap and buildah's chroot isolation need it)" >&2
   exit 2
 fi
@@ -89,6 +93,7 @@ else
     --build-arg RUNTIME_BASE=localhost/pitlane-base:bookworm \
     -f docker/Dockerfile -t localhost/pitlane:check "$repo"
   echo "built in $(($(date +%s) - start)) s"
+  bh rmi --prune >/dev/null 2>&1 || true  # The previous runs' images, now untagged.
 fi
 
 step "image configuration"

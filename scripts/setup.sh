@@ -27,8 +27,9 @@ packages=(
   prometheus nodejs chromium
   python3 python3-grpcio python3-protobuf python3-pytest
   # The proxy of the scale-out test (tests/e2e/test_scale_out.py, docs/deployment.md), a YAML
-  # reader for its check of the compose file and manifests, and the shell scripts' linter.
-  nginx-light python3-yaml shellcheck
+  # reader and Compose's own validator (docker-compose config, no daemon needed) for its check
+  # of the compose file and manifests, and the shell scripts' linter.
+  nginx-light python3-yaml docker-compose shellcheck
   # Sanitizer builds and fuzzers (scripts/check-sanitizers.sh, scripts/fuzz.sh): clang 14,
   # its sanitizer and libFuzzer runtimes, llvm-symbolizer for readable reports.
   clang libclang-rt-14-dev llvm-14

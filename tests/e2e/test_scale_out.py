@@ -296,6 +296,17 @@ def test_the_shipped_front_door_configurations_are_the_generators_output():
                 continue  # A variable's default: checked below.
             assert (REPO_ROOT / "docker" / source).exists(), (name, source)
     assert (REPO_ROOT / "scenarios").is_dir()
+    # Compose's own validator (no daemon needed), with every profile, and with the classroom
+    # example's environment.
+    for extra in ([], ["--env-file", str(REPO_ROOT / "docker" / "classroom" / ".env")]):
+        checked = subprocess.run(
+            ["docker-compose", "-f", str(REPO_ROOT / "docker" / "compose.yaml"), *extra,
+             "--profile", "viz", "--profile", "metrics", "--profile", "scale", "config"],
+            capture_output=True, text=True, check=False)
+        assert checked.returncode == 0, checked.stderr
+        resolved = yaml.safe_load(checked.stdout)
+        assert set(resolved["services"]) == {"pitlane", "lichtblick", "prometheus", "grafana",
+                                             "pitlane-r2", "pitlane-r3", "front"}
     replicas = [s["environment"]["PITLANE_REPLICA"] for s in compose["services"].values()
                 if "PITLANE_REPLICA" in s.get("environment", {})]
     assert generated_by(compose_conf) == [
