@@ -1,6 +1,7 @@
 """What docker/check.sh asks of a running image, as a client outside the container would:
 with the admin token, create a session over gRPC, spawn a car, step it and check the physics
-moved it; the viewer's page, /readyz and /metrics (with the token; without it 401) answer.
+moved it; the viewer's page, /readyz and /metrics (with the token; without it 401) answer; the
+Python client's wheel is served at /python/.
 
     PYTHONPATH=<pitlane package> /usr/bin/python3 docker/check_client.py GRPC HTTP TOKEN_FILE
 """
@@ -42,6 +43,14 @@ def main(grpc_address, http_address, token_file):
     status, body = get(f"{base}/metrics", token)
     assert status == 200 and "pitlane_sessions" in body, status
     print(f"client: /readyz, the viewer page and /metrics ({len(body)} bytes) answer")
+    status, body = get(f"{base}/python/")
+    assert status == 200 and "pip install" in body, status
+    wheel = body.split('href="', 1)[1].split('"', 1)[0]
+    request = urllib.request.Request(f"{base}/python/{wheel}")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        data = response.read()
+    assert data[:4] == b"PK\x03\x04", data[:4]
+    print(f"client: the Python client's wheel is served ({wheel}, {len(data)} bytes)")
 
 
 if __name__ == "__main__":

@@ -14,18 +14,20 @@ case "${1:-}" in
   *) echo "setup.sh: unknown argument $1 (--server, or none)" >&2; exit 2 ;;
 esac
 
-# What building the server takes. The HTTP endpoint (server/web) needs civetweb and JSON.
+# What building the server takes. The HTTP endpoint (server/web) needs civetweb and JSON, and
+# serves the Python client's wheel, which Python's own setuptools and wheel build.
 server_packages=(
   cmake ninja-build g++ pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev libspdlog-dev libssl-dev libcivetweb-dev nlohmann-json3-dev
+  python3 python3-setuptools python3-wheel
 )
 packages=(
   "${server_packages[@]}" ccache libgtest-dev libgmock-dev libbenchmark-dev
   # The check of /metrics in the tests (promtool), and the independent clients of the web
   # tests: Node for Foxglove's own client, Debian's chromium for the viewer.
   prometheus nodejs chromium
-  python3 python3-grpcio python3-protobuf python3-pytest
+  python3 python3-grpcio python3-protobuf python3-pytest python3-venv python3-pip
   # The proxy of the scale-out test (tests/e2e/test_scale_out.py, docs/deployment.md), a YAML
   # reader and Compose's own validator (docker-compose config, no daemon needed) for its check
   # of the compose file and manifests, and the shell scripts' linter.

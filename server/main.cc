@@ -31,6 +31,7 @@
 #include "server/app/options.h"
 #include "server/app/server.h"
 #include "server/auth/tokens.h"
+#include "server/web/assets.h"
 #include "spdlog/spdlog.h"
 
 // Integer flags are 64-bit so that a negative or huge value reaches OptionsFromFlags, which
@@ -349,7 +350,7 @@ int main(int argc, char** argv) {
   // Plain stdout, for people and for scripts that wait for the port.
   std::fputs(pitlane::app::Banner((*server)->address(), HostName(), options.startup_scenario,
                                   (*server)->startup_session_id(), (*server)->http_address(),
-                                  (*server)->metrics_address())
+                                  (*server)->metrics_address(), pitlane::web::PythonWheelPath())
                  .c_str(),
              stdout);
   if (startup->admin_token_generated) {

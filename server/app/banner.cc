@@ -22,7 +22,8 @@ ConnectAddresses ConnectAddressesFor(absl::string_view bound_address, absl::stri
 
 std::string Banner(absl::string_view bound_address, absl::string_view host_name,
                    absl::string_view startup_scenario, absl::string_view startup_session_id,
-                   absl::string_view http_address, absl::string_view metrics_address) {
+                   absl::string_view http_address, absl::string_view metrics_address,
+                   absl::string_view python_wheel_path) {
   const ConnectAddresses connect = ConnectAddressesFor(bound_address, host_name);
   std::string banner = absl::StrCat("Pitlane listening on ", bound_address, "\n");
   if (!connect.remote.empty()) {
@@ -41,6 +42,9 @@ std::string Banner(absl::string_view bound_address, absl::string_view host_name,
     absl::StrAppend(&banner, "  Viewer:  http://", http, "/ in a browser; Foxglove and Lichtblick: ws://",
                     http, "/foxglove\n");
     absl::StrAppend(&banner, "  HTTP:    http://", http, "/metrics (Prometheus), /healthz, /readyz\n");
+    if (!python_wheel_path.empty()) {
+      absl::StrAppend(&banner, "  Client:  pip install http://", http, python_wheel_path, "\n");
+    }
   }
   if (!metrics_address.empty()) {
     absl::StrAppend(&banner, "  Metrics: http://",

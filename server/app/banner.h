@@ -24,10 +24,12 @@ ConnectAddresses ConnectAddressesFor(absl::string_view bound_address, absl::stri
 // `startup_scenario` and `startup_session_id` are "" when no --scenario was given. Its first
 // line is "Pitlane listening on <bound_address>", which scripts wait for.
 // `http_address` and `metrics_address` are the bound addresses of the HTTP endpoint and of
-// the metrics-only one ("" when off).
+// the metrics-only one ("" when off). `python_wheel_path` is where the HTTP endpoint serves the
+// Python client's wheel (web::PythonWheelPath(); "" for none).
 std::string Banner(absl::string_view bound_address, absl::string_view host_name,
                    absl::string_view startup_scenario, absl::string_view startup_session_id,
-                   absl::string_view http_address = "", absl::string_view metrics_address = "");
+                   absl::string_view http_address = "", absl::string_view metrics_address = "",
+                   absl::string_view python_wheel_path = "");
 
 }  // namespace pitlane::app
 

@@ -58,6 +58,14 @@ TEST(BannerTest, NamesTheViewerForTheStartupSession) {
                                 "Lichtblick: ws://127.0.0.1:8080/foxglove\n"));
   EXPECT_THAT(banner, HasSubstr("HTTP:    http://127.0.0.1:8080/metrics"));
   EXPECT_THAT(banner, HasSubstr("in a browser: http://127.0.0.1:8080/?session=s-abc\n"));
+  EXPECT_THAT(banner, Not(HasSubstr("pip install")));
+}
+
+TEST(BannerTest, NamesThePythonClientsWheel) {
+  const std::string banner = Banner("127.0.0.1:4000", "lab-3", "", "", "127.0.0.1:8080", "",
+                                    "/python/pitlane_client-0.1.0-py3-none-any.whl");
+  EXPECT_THAT(banner, HasSubstr("Client:  pip install "
+                                "http://127.0.0.1:8080/python/pitlane_client-0.1.0-py3-none-any.whl\n"));
 }
 
 }  // namespace

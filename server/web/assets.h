@@ -1,6 +1,7 @@
-// The browser viewer's files, embedded in the binary at build time (embed_assets.cmake from
-// server/web/viewer/ and dashboards/foxglove-layout.json): the server serves them itself,
-// with no CDN and nothing fetched at run time.
+// The browser viewer's files and the Python client's distributions, embedded in the binary at
+// build time (embed_assets.cmake from server/web/viewer/, dashboards/foxglove-layout.json and
+// the build's python/dist/): the server serves them itself, with no CDN and nothing fetched at
+// run time.
 #ifndef PITLANE_SERVER_WEB_ASSETS_H_
 #define PITLANE_SERVER_WEB_ASSETS_H_
 
@@ -17,6 +18,10 @@ struct WebAsset {
 };
 
 const std::vector<WebAsset>& WebAssets();
+
+// The address of the Python client's wheel among WebAssets()
+// ("/python/pitlane_client-0.1.0-py3-none-any.whl"), "" if it is not embedded.
+absl::string_view PythonWheelPath();
 
 }  // namespace pitlane::web
 

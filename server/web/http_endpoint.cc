@@ -9,6 +9,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "server/auth/tokens.h"
 #include "server/web/foxglove.h"
 #include "server/web/assets.h"
@@ -96,8 +97,10 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   }
   if (endpoint->options_.viewer_api != nullptr) {
     for (const WebAsset& asset : WebAssets()) {
-      const std::string pattern =
-          asset.path == "/index.html" ? "/$" : absl::StrCat(asset.path, "$");
+      // A folder's index.html is its own address: "/" and "/python/".
+      absl::string_view path = asset.path;
+      const bool index = absl::ConsumeSuffix(&path, "index.html");
+      const std::string pattern = absl::StrCat(index ? path : asset.path, "$");
       mg_set_request_handler(endpoint->context_, pattern.c_str(), &HandleAsset,
                              const_cast<WebAsset*>(&asset));
     }
