@@ -14,7 +14,8 @@
 # Work files (the base, buildah's storage) live in $PITLANE_DOCKER_WORK, default
 # /var/tmp/pitlane-docker. The image is localhost/pitlane:check.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+self=$(realpath "$0")
+cd "$(dirname "$self")/.."
 repo=$PWD
 
 fresh=false
@@ -28,7 +29,7 @@ esac
 if [ "$(id -u)" -ne 0 ]; then
   # mmdebstrap and buildah's chroot isolation need root.
   if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
-    exec sudo -n "$0" "$@"
+    exec sudo -n --preserve-env=PITLANE_DOCKER_WORK "$self" "$@"
   fi
   echo "check.sh: run as root (mmdebstrap and buildah's chroot isolation need it)" >&2
   exit 2
@@ -62,18 +63,32 @@ bh() {
   buildah --root "$work/storage" --runroot "$work/run" --storage-driver vfs "$@"
 }
 
+# Containers a failed run left (vfs keeps a full copy of each).
+bh rm --all >/dev/null 2>&1 || true
+
 step "base image (mmdebstrap from Debian's mirror, like debian:bookworm-slim)"
-if $fresh || [ ! -s "$work/base.tar" ]; then
+if $fresh || [ ! -f "$work/base.tar" ]; then
+  # This machine's apt sources (and proxy, if any): the base, and the image's build, fetch
+  # from where this machine does.
+  sources=()
+  for file in /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
+              /etc/apt/sources.list.d/*.sources; do
+    if [ -s "$file" ]; then sources+=("$file"); fi
+  done
+  proxy_options=()
+  proxy=$(apt-config dump | sed -n 's/^Acquire::http::Proxy "\(.*\)";$/\1/p' | head -n 1)
+  if [ -n "$proxy" ]; then proxy_options=(--aptopt="Acquire::http::Proxy \"$proxy\""); fi
+  rm -rf "$work/base-new.tar"
   # Like the official slim image: no manuals, documentation (but copyrights) or translations.
   # shellcheck disable=SC2016  # "$1" is the hook's argument, for mmdebstrap's shell.
-  mmdebstrap --mode=root --variant=apt --quiet \
+  mmdebstrap --mode=root --variant=apt --format=tar --quiet "${proxy_options[@]}" \
     --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
     --dpkgopt='path-include=/usr/share/doc/*/copyright' \
     --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
     --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/*' \
-    bookworm "$work/base.tar.new"
-  mv "$work/base.tar.new" "$work/base.tar"
+    bookworm "$work/base-new.tar" "${sources[@]}"
+  mv -f "$work/base-new.tar" "$work/base.tar"
   bh rmi -f localhost/pitlane-base:bookworm >/dev/null 2>&1 || true
 fi
 if ! bh inspect --type image localhost/pitlane-base:bookworm >/dev/null 2>&1; then
@@ -88,7 +103,7 @@ start=$(date +%s)
 if $reuse && bh inspect --type image localhost/pitlane:check >/dev/null 2>&1; then
   echo "reusing localhost/pitlane:check"
 else
-  bh bud --isolation chroot --format docker --pull=never --layers=false \
+  bh bud --isolation chroot --format docker --pull=never --layers=false --force-rm \
     --build-arg BUILD_BASE=localhost/pitlane-base:bookworm \
     --build-arg RUNTIME_BASE=localhost/pitlane-base:bookworm \
     -f docker/Dockerfile -t localhost/pitlane:check "$repo"
@@ -110,8 +125,11 @@ IFS='|' read -r user healthcheck ports entrypoint <<<"$config"
 step "size"
 container=$(bh from --pull=never localhost/pitlane:check)
 cleanup() {
-  [ -n "${server_pid:-}" ] && kill -KILL "$server_pid" 2>/dev/null
-  [ -n "${pid1:-}" ] && kill -KILL "$pid1" 2>/dev/null
+  # The servers themselves (they run as another user, so a dying parent does not end them),
+  # then the processes that started them.
+  for pid in "${server:-}" "${inner:-}" "${server_pid:-}" "${pid1:-}"; do
+    [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+  done
   bh umount "$container" >/dev/null 2>&1 || true
   bh rm "$container" >/dev/null 2>&1 || true
   rm -rf "${scratch:-/nonexistent-pitlane}"
@@ -122,15 +140,33 @@ size_mb=$(( $(du -sxb "$rootfs" | cut -f1) / 1000000 ))
 echo "image: $size_mb MB unpacked (aim: at most 150 MB)"
 ((size_mb <= 150)) || fail "the image is $size_mb MB, above 150 MB"
 
-# Free ports on loopback for this run (a chroot-isolated container shares the host's network).
-free_port() {
-  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+# Two free ports on loopback for this run (a chroot-isolated container shares the host's
+# network), both held while they are chosen so that they differ.
+read -r grpc_port http_port < <(/usr/bin/python3 -c '
+import socket
+a, b = socket.socket(), socket.socket()
+a.bind(("127.0.0.1", 0)); b.bind(("127.0.0.1", 0))
+print(a.getsockname()[1], b.getsockname()[1])')
+
+# Waits up to SECONDS for process PID to end and sets $code to its exit code; fails (after
+# killing it) if it does not.
+wait_for_exit() {
+  local pid=$1 seconds=$2 what=$3
+  local deadline=$((SECONDS + seconds))
+  while kill -0 "$pid" 2>/dev/null; do
+    if ((SECONDS >= deadline)); then
+      kill -KILL "$pid" 2>/dev/null
+      fail "$what did not exit within $seconds s"
+    fi
+    sleep 0.1
+  done
+  code=0
+  wait "$pid" || code=$?
 }
-grpc_port=$(free_port)
-http_port=$(free_port)
 scratch=$(mktemp -d)
 "$rootfs/usr/local/bin/pitlane-server" --new_token > "$scratch/admin.token" 2>/dev/null ||
-  bh run "$container" -- /usr/local/bin/pitlane-server --new_token > "$scratch/admin.token"
+  bh run --isolation chroot "$container" -- /usr/local/bin/pitlane-server --new_token \
+    > "$scratch/admin.token"
 chmod 644 "$scratch/admin.token"
 env_args=(--env "PITLANE_LISTEN=127.0.0.1:$grpc_port" --env "PITLANE_HTTP_LISTEN=127.0.0.1:$http_port"
           --env PITLANE_AUTH=token --env PITLANE_ADMIN_TOKEN_FILE=/run/secrets/admin.token)
@@ -175,16 +211,16 @@ PYTHONPATH=$py /usr/bin/python3 docker/check_client.py "127.0.0.1:$grpc_port" \
 step "SIGTERM drains and exits 0"
 kill -TERM "$server"
 start=$(date +%s%N)
-code=0
-wait "$server_pid" || code=$?
+wait_for_exit "$server_pid" 10 "the server, after SIGTERM,"
 server_pid=
+server=
 elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
 echo "exit code $code after $elapsed_ms ms"
 [ "$code" = 0 ] || fail "exit code $code after SIGTERM"
 ((elapsed_ms < 3000)) || fail "took $elapsed_ms ms to stop"
 
 step "as PID 1 of its own PID namespace (as in a container), SIGTERM still drains"
-unshare --pid --fork --mount --mount-proc="$rootfs/proc" \
+unshare --pid --fork --kill-child --mount --mount-proc="$rootfs/proc" \
   env -i "PITLANE_LISTEN=127.0.0.1:$grpc_port" "PITLANE_HTTP_LISTEN=127.0.0.1:$http_port" \
   PITLANE_AUTH=none PITLANE_LOG_FORMAT=json \
   /usr/sbin/chroot --userspec=10001:10001 "$rootfs" /usr/local/bin/pitlane-server \
@@ -200,9 +236,9 @@ nspid=$(awk '/^NSpid:/ {print $NF}' "/proc/$inner/status")
 echo "server: pid $inner here, pid $nspid in its namespace"
 [ "$nspid" = 1 ] || fail "the server is pid $nspid in its namespace, not 1"
 kill -TERM "$inner"
-code=0
-wait "$pid1" || code=$?
+wait_for_exit "$pid1" 10 "the PID 1 server, after SIGTERM,"
 pid1=
+inner=
 [ "$code" = 0 ] || { cat "$scratch/pid1.err"; fail "PID 1 exit code $code after SIGTERM"; }
 grep -q "server stopped" "$scratch/pid1.err" || fail "PID 1 did not drain"
 echo "PID 1: drained and exited 0"

@@ -5,11 +5,13 @@
 # holds it; calls about no session go to any live one. See docs/deployment.md.
 #
 #   docker/nginx/make-config.sh [--grpc-listen ADDR] [--http-listen ADDR] [--access-log PATH]
-#       [--tls-cert FILE --tls-key FILE] NAME=GRPC_HOST:PORT,HTTP_HOST:PORT ...
+#       [--error-log PATH] [--tls-cert FILE --tls-key FILE] NAME=GRPC_HOST:PORT,HTTP_HOST:PORT ...
 #
 # ADDR: nginx's listen address (default 50051 and 8080: every interface, for a container).
 # --access-log: where requests are logged (default /var/log/nginx/access.log, the official
 # image's stdout; "off" for none), without query strings, which may hold tokens.
+# --error-log: the HTTP server's error log (default /var/log/nginx/error.log, the image's
+# stderr), at level crit: nginx's error lines quote the request whole, query string and all.
 # --tls-cert/--tls-key: both ports serve TLS (gRPC over HTTP/2 with TLS, HTTPS and WSS); the
 # replicas behind stay plaintext on their private network.
 #
@@ -27,12 +29,13 @@ command_line="docker/nginx/make-config.sh $*"
 grpc_listen=50051
 http_listen=8080
 access_log=/var/log/nginx/access.log
+error_log=/var/log/nginx/error.log
 tls_cert=
 tls_key=
 replicas=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --grpc-listen|--http-listen|--access-log|--tls-cert|--tls-key)
+    --grpc-listen|--http-listen|--access-log|--error-log|--tls-cert|--tls-key)
       if [ $# -lt 2 ] || [ -z "$2" ]; then
         echo "make-config.sh: $1 needs a value" >&2
         exit 2
@@ -40,6 +43,7 @@ while [ $# -gt 0 ]; do
     --grpc-listen) grpc_listen="$2"; shift 2 ;;
     --http-listen) http_listen="$2"; shift 2 ;;
     --access-log) access_log="$2"; shift 2 ;;
+    --error-log) error_log="$2"; shift 2 ;;
     --tls-cert) tls_cert="$2"; shift 2 ;;
     --tls-key) tls_key="$2"; shift 2 ;;
     -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -74,6 +78,12 @@ for replica in "${replicas[@]}"; do
     echo "make-config.sh: \"$replica\" must be NAME=GRPC_HOST:PORT,HTTP_HOST:PORT" >&2
     exit 2
   fi
+  # Words an nginx map reads as its own parameters.
+  case "$name" in
+    default|include|hostnames|volatile)
+      echo "make-config.sh: \"$name\" is a word of nginx's map; name the replica otherwise" >&2
+      exit 2 ;;
+  esac
   for seen in "${names[@]+"${names[@]}"}"; do
     if [ "$seen" = "$name" ]; then
       echo "make-config.sh: replica \"$name\" is named twice" >&2
@@ -193,6 +203,7 @@ server {
     $http_listen_line
     ${tls_lines:+$tls_lines
     }$log_line
+    error_log $error_log crit;
     client_max_body_size 1m;
     location / {
         proxy_pass http://\$pitlane_http;

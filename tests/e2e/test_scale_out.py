@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 
 import grpc
@@ -30,10 +31,16 @@ MAKE_CONFIG = REPO_ROOT / "docker" / "nginx" / "make-config.sh"
 SESSIONS = 30
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """n distinct free loopback ports (all held while they are chosen)."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def wait_for_port(port, proc, log, timeout_s=10.0):
@@ -51,22 +58,32 @@ def wait_for_port(port, proc, log, timeout_s=10.0):
 
 class Deployment:
     def __init__(self, tmp, tls=None):
+        self.servers = {}
+        self.killed = set()
+        self.nginx = None
+        try:
+            self._start(tmp, tls)
+        except BaseException:
+            self.stop(check=False)
+            raise
+
+    def _start(self, tmp, tls):
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"
         if not os.path.exists(nginx):
             pytest.fail("nginx is not installed: run scripts/setup.sh (apt nginx-light)")
-        self.servers = {}
-        self.killed = set()
         for name in REPLICAS:
             self.servers[name] = ServerProcess(f"--replica={name}", "--http_listen=127.0.0.1:0")
-        self.grpc_port, self.http_port = free_port(), free_port()
+        self.grpc_port, self.http_port = free_ports(2)
         replicas = [f"{name}={server.address},{server.http_address()}"
                     for name, server in self.servers.items()]
         self.access_log = tmp / "access.log"
+        self.http_error_log = tmp / "http-error.log"
         tls_args = [] if tls is None else ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])]
         config = subprocess.run(
             [str(MAKE_CONFIG), "--grpc-listen", f"127.0.0.1:{self.grpc_port}",
              "--http-listen", f"127.0.0.1:{self.http_port}", "--access-log",
-             str(self.access_log), *tls_args, *replicas],
+             str(self.access_log), "--error-log", str(self.http_error_log), *tls_args,
+             *replicas],
             check=True, capture_output=True, text=True).stdout
         (tmp / "pitlane.conf").write_text(config)
         # nginx's own settings for a process of the test's: files under tmp, one worker.
@@ -104,16 +121,19 @@ http {{
         self.servers[name].proc.wait(timeout=10)
         self.killed.add(name)
 
-    def stop(self):
+    def stop(self, check=True):
         """Stops nginx and the servers; checks that every server not killed exited 0."""
-        self.nginx.send_signal(signal.SIGQUIT)
-        try:
-            self.nginx.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.nginx.kill()
-            self.nginx.wait()
+        if self.nginx is not None:
+            self.nginx.send_signal(signal.SIGQUIT)
+            try:
+                self.nginx.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.nginx.kill()
+                self.nginx.wait()
         codes = {name: server.stop() for name, server in self.servers.items()}
-        assert all(code == 0 for name, code in codes.items() if name not in self.killed), codes
+        if check:
+            assert all(code == 0 for name, code in codes.items()
+                       if name not in self.killed), codes
 
 
 @pytest.fixture
@@ -166,8 +186,9 @@ def test_every_call_and_stream_of_a_session_reaches_its_replica(deployment):
             with deployment.direct(replica_of(sid)) as direct:
                 assert direct.state_hash(sid) == front.state_hash(sid)
 
-        # Streams: StreamStates and Drive through the front door, on one session per replica.
-        for name in REPLICAS:
+        # Streams: StreamStates and Drive through the front door, twice on one session per
+        # replica (a stream sent to any replica in turn would miss at least one of the two).
+        for name in (r for r in REPLICAS for _ in range(2)):
             sid = next(s for s in ids if replica_of(s) == name)
             before = front.get_state(sid).time.tick
             stream = front.stream_states(sid, timeout_s=20.0)
@@ -233,6 +254,10 @@ def test_a_dead_replica_fails_its_sessions_cleanly_while_the_others_carry_on(dep
                                  grpc.StatusCode.UNAVAILABLE)
                 assert_rpc_error(lambda: next(front.stream_states(sid, timeout_s=5.0)),
                                  grpc.StatusCode.UNAVAILABLE)
+                # The viewer's API of a dead replica: 502, and its token in no log.
+                with pytest.raises(urllib.error.HTTPError) as dead:
+                    get_json(f"{deployment.web}/api/sessions?session={sid}&token=plt_secret")
+                assert dead.value.code == 502
             else:
                 tick = front.get_state(sid).time.tick
                 front.step(sid, ticks=2)
@@ -242,6 +267,8 @@ def test_a_dead_replica_fails_its_sessions_cleanly_while_the_others_carry_on(dep
         assert {replica_of(sid) for sid in fresh} == {"r1", "r3"}
         for sid in fresh:
             front.step(sid, ticks=1)
+    for log in (deployment.access_log, deployment.http_error_log, deployment.log):
+        assert "plt_secret" not in (log.read_text() if log.exists() else ""), log
 
 
 def test_the_front_door_serves_tls(tmp_path):

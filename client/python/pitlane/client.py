@@ -486,6 +486,23 @@ _TOKEN_ROLES = {
 }
 
 
+def _step_request(session_id, ticks, expected_tick):
+    request = pb.StepRequest(session_id=session_id, ticks=ticks)
+    if expected_tick is not None:
+        request.expected_tick = expected_tick
+    return request
+
+
+def _stream_states_request(session_id, every_n_ticks, max_rate_hz, vehicle_ids):
+    request = pb.StreamStatesRequest(session_id=session_id)
+    if every_n_ticks is not None:
+        request.every_n_ticks = every_n_ticks
+    if max_rate_hz is not None:
+        request.max_rate_hz = max_rate_hz
+    request.vehicle_ids.extend(vehicle_ids)
+    return request
+
+
 def _as_bytes(pem):
     return pem.encode("ascii") if isinstance(pem, str) else pem
 
@@ -589,6 +606,11 @@ class Client:
             except grpc.RpcError:
                 pass  # The stream will say why.
 
+    def _unary(self, method: str, request, then=lambda response: response):
+        """Calls unary `method` with `request`; returns `then` of the response: the one place
+        this client makes a unary call."""
+        return then(getattr(self.stub, method)(request, timeout=self.timeout_s))
+
     def with_token(self, token: str) -> "Client":
         """A new connection to the same server, with the same TLS settings, as ``token``."""
         return Client(self._address, timeout_s=self.timeout_s, token=token, **self._tls_args)
@@ -690,15 +712,15 @@ class Client:
             config.tick_rate_hz = tick_rate_hz
         if max_vehicles is not None:
             config.max_vehicles = max_vehicles
-        response = self.stub.CreateSession(
-            pb.CreateSessionRequest(config=config), timeout=self.timeout_s
-        )
-        if response.owner_token:
-            self.owner_tokens[response.session.session_id] = (
-                response.owner_token,
-                response.owner_token_id,
-            )
-        return response.session
+        def created(response):
+            if response.owner_token:
+                self.owner_tokens[response.session.session_id] = (
+                    response.owner_token,
+                    response.owner_token_id,
+                )
+            return response.session
+
+        return self._unary("CreateSession", pb.CreateSessionRequest(config=config), created)
 
     def set_clock(
         self,
@@ -733,7 +755,7 @@ class Client:
             request.paused = paused
         if barrier_timeout_s is not None:
             request.barrier_timeout_s = barrier_timeout_s
-        return self.stub.SetClock(request, timeout=self.timeout_s)
+        return self._unary("SetClock", request)
 
     def drive(
         self, session_id: str, vehicle_id: int, *, on_disconnect: str = "brake"
@@ -757,38 +779,29 @@ class Client:
 
     def get_session(self, session_id: str) -> pb.SessionInfo:
         """Returns one session's config, clock and vehicles."""
-        return self.stub.GetSession(
-            pb.GetSessionRequest(session_id=session_id), timeout=self.timeout_s
-        ).session
+        return self._unary("GetSession", pb.GetSessionRequest(session_id=session_id),
+                           lambda r: r.session)
 
     def list_sessions(self) -> list[pb.SessionInfo]:
         """Returns every session in creation order (without vehicles)."""
-        return list(
-            self.stub.ListSessions(
-                pb.ListSessionsRequest(), timeout=self.timeout_s
-            ).sessions
-        )
+        return self._unary("ListSessions", pb.ListSessionsRequest(), lambda r: list(r.sessions))
 
     def reset_session(self, session_id: str) -> pb.WorldState:
         """Puts a session back to tick 0 as created (its scenario's cars and
         obstacles, the same seed); returns the state at tick 0."""
-        return self.stub.ResetSession(
-            pb.ResetSessionRequest(session_id=session_id), timeout=self.timeout_s
-        ).state
+        return self._unary("ResetSession", pb.ResetSessionRequest(session_id=session_id),
+                           lambda r: r.state)
 
     def state_hash(self, session_id: str) -> int:
         """A hash of every bit of the session's state (equal states, equal
         hashes): for checking that a run reproduces."""
-        return self.stub.GetState(
-            pb.GetStateRequest(session_id=session_id), timeout=self.timeout_s
-        ).state_hash
+        return self._unary("GetState", pb.GetStateRequest(session_id=session_id),
+                           lambda r: r.state_hash)
 
     def delete_session(self, session_id: str) -> pb.SimTime:
         """Deletes a session; returns its clock at deletion."""
-        return self.stub.DeleteSession(
-            pb.DeleteSessionRequest(session_id=session_id),
-            timeout=self.timeout_s,
-        ).time
+        return self._unary("DeleteSession", pb.DeleteSessionRequest(session_id=session_id),
+                           lambda r: r.time)
 
     # Vehicles ---------------------------------------------------------------
 
@@ -806,18 +819,18 @@ class Client:
         Returns:
             The new vehicle's id.
         """
-        return self.spawn_vehicles(session_id, [vehicle_spec(**spec_fields)])[0]
+        return self._unary(
+            "SpawnVehicle",
+            pb.SpawnVehicleRequest(session_id=session_id, vehicles=[vehicle_spec(**spec_fields)]),
+            lambda r: r.vehicle_ids[0])
 
     def spawn_vehicles(
         self, session_id: str, specs: Sequence[pb.VehicleSpec]
     ) -> list[int]:
         """Spawns many vehicles, all or none; returns their ids in order."""
-        return list(
-            self.stub.SpawnVehicle(
-                pb.SpawnVehicleRequest(session_id=session_id, vehicles=specs),
-                timeout=self.timeout_s,
-            ).vehicle_ids
-        )
+        return self._unary("SpawnVehicle",
+                           pb.SpawnVehicleRequest(session_id=session_id, vehicles=specs),
+                           lambda r: list(r.vehicle_ids))
 
     def spawn_vehicles_with_tokens(
         self, session_id: str, specs: Sequence[pb.VehicleSpec]
@@ -827,13 +840,10 @@ class Client:
         Returns ``(vehicle_id, token, token_id)`` per vehicle, in order. The tokens are shown
         only here.
         """
-        response = self.stub.SpawnVehicle(
+        return self._unary(
+            "SpawnVehicle",
             pb.SpawnVehicleRequest(session_id=session_id, vehicles=specs, driver_tokens=True),
-            timeout=self.timeout_s,
-        )
-        return list(
-            zip(response.vehicle_ids, response.driver_tokens, response.driver_token_ids)
-        )
+            lambda r: list(zip(r.vehicle_ids, r.driver_tokens, r.driver_token_ids)))
 
     # Access -------------------------------------------------------------------
 
@@ -844,65 +854,60 @@ class Client:
         ``vehicle_id``). Returns ``(token, token_id)``; the token is shown only here."""
         if role not in _TOKEN_ROLES:
             raise ValueError(f"role must be one of {sorted(_TOKEN_ROLES)}, got {role!r}")
-        response = self.stub.MintToken(
+        return self._unary(
+            "MintToken",
             pb.MintTokenRequest(
                 session_id=session_id, role=_TOKEN_ROLES[role], vehicle_id=vehicle_id
             ),
-            timeout=self.timeout_s,
-        )
-        return response.token, response.token_id
+            lambda r: (r.token, r.token_id))
 
     def revoke_token(self, session_id: str, token_id: str) -> None:
         """Revokes a token of the session by its id; its Drive and StreamStates streams end."""
-        self.stub.RevokeToken(
-            pb.RevokeTokenRequest(session_id=session_id, token_id=token_id),
-            timeout=self.timeout_s,
-        )
-        owned = self.owner_tokens.get(session_id)
-        if owned and owned[1] == token_id:
-            del self.owner_tokens[session_id]
+        def revoked(_):
+            owned = self.owner_tokens.get(session_id)
+            if owned and owned[1] == token_id:
+                del self.owner_tokens[session_id]
+
+        return self._unary(
+            "RevokeToken", pb.RevokeTokenRequest(session_id=session_id, token_id=token_id),
+            revoked)
 
     def detach_controller(self, session_id: str, vehicle_id: int) -> pb.SimTime:
         """Ends the Drive stream attached to a vehicle (it ends with ABORTED)."""
-        return self.stub.DetachController(
+        return self._unary(
+            "DetachController",
             pb.DetachControllerRequest(session_id=session_id, vehicle_id=vehicle_id),
-            timeout=self.timeout_s,
-        ).time
+            lambda r: r.time)
 
     def remove_vehicle(self, session_id: str, vehicle_id: int) -> pb.SimTime:
         """Removes a vehicle; returns the session clock."""
-        return self.stub.RemoveVehicle(
-            pb.RemoveVehicleRequest(
-                session_id=session_id, vehicle_id=vehicle_id
-            ),
-            timeout=self.timeout_s,
-        ).time
+        return self._unary(
+            "RemoveVehicle", pb.RemoveVehicleRequest(session_id=session_id, vehicle_id=vehicle_id),
+            lambda r: r.time)
 
     # Obstacles --------------------------------------------------------------
 
     def add_obstacle(self, session_id: str, **spec_fields) -> int:
         """Adds one static box (keyword arguments of ``obstacle_spec``); returns its id."""
-        return self.add_obstacles(session_id, [obstacle_spec(**spec_fields)])[0]
+        return self._unary(
+            "AddObstacle",
+            pb.AddObstacleRequest(session_id=session_id, obstacles=[obstacle_spec(**spec_fields)]),
+            lambda r: r.obstacle_ids[0])
 
     def add_obstacles(
         self, session_id: str, specs: Sequence[pb.ObstacleSpec]
     ) -> list[int]:
         """Adds many static boxes, all or none; returns their ids in order."""
-        return list(
-            self.stub.AddObstacle(
-                pb.AddObstacleRequest(session_id=session_id, obstacles=specs),
-                timeout=self.timeout_s,
-            ).obstacle_ids
-        )
+        return self._unary("AddObstacle",
+                           pb.AddObstacleRequest(session_id=session_id, obstacles=specs),
+                           lambda r: list(r.obstacle_ids))
 
     def remove_obstacle(self, session_id: str, obstacle_id: int) -> pb.SimTime:
         """Removes an obstacle; returns the session clock."""
-        return self.stub.RemoveObstacle(
-            pb.RemoveObstacleRequest(
-                session_id=session_id, obstacle_id=obstacle_id
-            ),
-            timeout=self.timeout_s,
-        ).time
+        return self._unary(
+            "RemoveObstacle",
+            pb.RemoveObstacleRequest(session_id=session_id, obstacle_id=obstacle_id),
+            lambda r: r.time)
 
     # Controls and stepping --------------------------------------------------
 
@@ -930,10 +935,8 @@ class Client:
                 else control(vid, acceleration_mps2=value[0], steering_angle_rad=value[1])
                 for vid, value in controls.items()
             ]
-        return self.stub.SetControls(
-            pb.SetControlsRequest(session_id=session_id, controls=controls),
-            timeout=self.timeout_s,
-        )
+        return self._unary("SetControls",
+                           pb.SetControlsRequest(session_id=session_id, controls=controls))
 
     def step(
         self,
@@ -953,9 +956,8 @@ class Client:
             expected_tick: If given, the server steps only if the session is
                 at this tick now, else fails with ABORTED.
         """
-        return self.step_with_events(
-            session_id, ticks, expected_tick=expected_tick
-        ).state
+        return self._unary("Step", _step_request(session_id, ticks, expected_tick),
+                           lambda r: r.state)
 
     def step_with_events(
         self,
@@ -967,16 +969,12 @@ class Client:
         """Like ``step``, but returns the whole response: ``state``, and
         ``events``: the BEGAN and ENDED contact events of every tick stepped,
         then ONGOING for the contacts still in effect (see the proto)."""
-        request = pb.StepRequest(session_id=session_id, ticks=ticks)
-        if expected_tick is not None:
-            request.expected_tick = expected_tick
-        return self.stub.Step(request, timeout=self.timeout_s)
+        return self._unary("Step", _step_request(session_id, ticks, expected_tick))
 
     def get_state(self, session_id: str) -> pb.WorldState:
         """Returns the current world state without advancing time."""
-        return self.stub.GetState(
-            pb.GetStateRequest(session_id=session_id), timeout=self.timeout_s
-        ).state
+        return self._unary("GetState", pb.GetStateRequest(session_id=session_id),
+                           lambda r: r.state)
 
     def stream_states(
         self,
@@ -1010,12 +1008,7 @@ class Client:
             timeout_s: Deadline for the whole stream, seconds; None: one day
                 (streams are long-lived, but every call has a deadline).
         """
-        request = pb.StreamStatesRequest(session_id=session_id)
-        if every_n_ticks is not None:
-            request.every_n_ticks = every_n_ticks
-        if max_rate_hz is not None:
-            request.max_rate_hz = max_rate_hz
-        request.vehicle_ids.extend(vehicle_ids)
+        request = _stream_states_request(session_id, every_n_ticks, max_rate_hz, vehicle_ids)
         if self._bearer is not None:
             self._learn_token_for(session_id)  # The interceptor then picks the token.
         return self.stub.StreamStates(
