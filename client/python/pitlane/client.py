@@ -386,29 +386,47 @@ class _BearerToken(
 
     def token_for(self, session_id):
         """The token to try first for calls on `session_id`."""
-        owned = self._owner_tokens.get(session_id)
-        return owned[0] if owned and session_id in self._owner_first else self._token
+        return self.first(session_id)[0]
+
+    def first(self, session_id):
+        """(token, whether it is the session's owner token) to try first on `session_id`."""
+        owned = self._owner_tokens.get(session_id) if session_id else None
+        if owned and session_id in self._owner_first:
+            return owned[0], True
+        return self._token, False
+
+    def after(self, session_id, as_owner, code):
+        """After a unary call on `session_id` made with first(session_id) ended with `code`:
+        the (token, as_owner) to make it again with, or None to keep its answer."""
+        owned = self._owner_tokens.get(session_id) if session_id else None
+        if owned is None:
+            return None
+        if as_owner:
+            if code != grpc.StatusCode.UNAUTHENTICATED:
+                return None
+            self._owner_tokens.pop(session_id, None)  # Revoked.
+            self._owner_first.discard(session_id)
+            return self._token, False
+        if code == grpc.StatusCode.OK:
+            self.own_ok.add(session_id)
+        if code not in self._RETRY_AS_OWNER or session_id in self.own_ok:
+            return None
+        return owned[0], True
+
+    def after_retry(self, session_id, as_owner, code):
+        """After the call made again as after() said ended with `code`."""
+        if as_owner and code not in self._RETRY_AS_OWNER:  # The owner token made the difference.
+            self._owner_first.add(session_id)
 
     def intercept_unary_unary(self, continuation, details, request):
         session_id = getattr(request, "session_id", None)
-        owned = self._owner_tokens.get(session_id) if session_id else None
-        if owned is None:
-            return continuation(self._with(details, self._token), request)
-        if session_id in self._owner_first:
-            call = continuation(self._with(details, owned[0]), request)
-            if call.code() != grpc.StatusCode.UNAUTHENTICATED:
-                return call
-            self._owner_tokens.pop(session_id, None)  # Revoked.
-            self._owner_first.discard(session_id)
-            return continuation(self._with(details, self._token), request)
-        call = continuation(self._with(details, self._token), request)
-        if call.code() == grpc.StatusCode.OK:
-            self.own_ok.add(session_id)
-        if call.code() not in self._RETRY_AS_OWNER or session_id in self.own_ok:
+        token, as_owner = self.first(session_id)
+        call = continuation(self._with(details, token), request)
+        again = self.after(session_id, as_owner, call.code())
+        if again is None:
             return call
-        retried = continuation(self._with(details, owned[0]), request)
-        if retried.code() not in self._RETRY_AS_OWNER:  # The owner token made the difference.
-            self._owner_first.add(session_id)
+        retried = continuation(self._with(details, again[0]), request)
+        self.after_retry(session_id, again[1], retried.code())
         return retried
 
     def intercept_unary_stream(self, continuation, details, request):
@@ -507,123 +525,45 @@ def _as_bytes(pem):
     return pem.encode("ascii") if isinstance(pem, str) else pem
 
 
-class Client:
-    """A connection to one Pitlane server.
+_CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+]
 
-    Attributes:
-        stub: The raw generated ``SimulatorStub`` for calls not wrapped here (it sends the
-            token too).
-        timeout_s: Deadline applied to every unary call, seconds.
-        owner_tokens: ``{session_id: (token, token_id)}`` of the sessions this client created
-            on a server that checks tokens (``--auth=token``): the owner token is shown once,
-            in the CreateSession response, and kept here; calls on those sessions that
-            ``token`` may not make use it instead.
-    """
 
-    def __init__(
-        self,
-        address: str = "127.0.0.1:50051",
-        *,
-        timeout_s: float = 30.0,
-        token: Optional[str] = None,
-        root_certificates: Optional[Union[str, bytes]] = None,
-        tls: Optional[bool] = None,
-        private_key: Optional[Union[str, bytes]] = None,
-        certificate_chain: Optional[Union[str, bytes]] = None,
-        replica: Optional[str] = None,
-    ):
-        """Opens a channel to ``address`` ("host:port").
-
-        Args:
-            token: A Pitlane token (admin, owner, driver or viewer), sent on every call and
-                stream as ``authorization: Bearer <token>``. Surrounding whitespace (a token
-                file's newline) is ignored.
-            root_certificates: PEM certificates of the CA that signed the server's
-                certificate; connects over TLS. Without it, ``tls=True`` trusts the system's
-                CAs.
-            tls: TLS or plaintext; default: TLS when any certificate is given.
-            private_key, certificate_chain: This client's PEM key and certificate, for a
-                server that asks for one (mutual TLS, ``--tls_client_ca_file``).
-            replica: Behind a proxy in front of several servers (docs/deployment.md), the
-                server (its ``--replica`` name) that calls about no session go to: where
-                ``create_session`` creates and whose sessions ``list_sessions`` lists. None:
-                the proxy chooses. Calls about a session always go to the server that holds
-                it, whatever this is.
-        """
-        self.timeout_s = timeout_s
-        self.owner_tokens: dict[str, tuple[str, str]] = {}
-        self._address = address
-        self._tls_args = dict(
-            root_certificates=root_certificates,
-            tls=tls,
-            private_key=private_key,
-            certificate_chain=certificate_chain,
-            replica=replica,
-        )
-        options = [
-            ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
-        ]
-        if token is not None:
-            token = token.strip()
-            if not token:
-                raise ValueError("token is empty")
-            # A header value gRPC cannot send makes it print the value in its error: a token
-            # with a mistyped character would be echoed almost whole. Refused here, unseen.
-            if not all("!" <= c <= "~" for c in token):
-                raise ValueError(
-                    "token: holds characters a token never has (Pitlane tokens are plt_ and 32 "
-                    "characters of a-z and 2-7); copy it again from the file you were given")
-        if replica is not None and not _REPLICA_NAME.fullmatch(replica):
+def _connection_settings(*, token, replica, root_certificates, tls, private_key,
+                         certificate_chain):
+    """The checked token (stripped, or None) and the channel credentials (None: plaintext) of
+    a client's arguments (see Client.__init__)."""
+    if token is not None:
+        token = token.strip()
+        if not token:
+            raise ValueError("token is empty")
+        # A header value gRPC cannot send makes it print the value in its error: a token
+        # with a mistyped character would be echoed almost whole. Refused here, unseen.
+        if not all("!" <= c <= "~" for c in token):
             raise ValueError(
-                f"replica: must be 1 to 32 characters of a-z, 0-9 and '-', beginning and ending "
-                f"with a letter or digit (a server's --replica), got {replica!r}")
-        if tls is None:
-            tls = any(x is not None for x in (root_certificates, private_key, certificate_chain))
-        if tls:
-            credentials = grpc.ssl_channel_credentials(
-                root_certificates=_as_bytes(root_certificates),
-                private_key=_as_bytes(private_key),
-                certificate_chain=_as_bytes(certificate_chain),
-            )
-            self._channel = grpc.secure_channel(address, credentials, options=options)
-        else:
-            self._channel = grpc.insecure_channel(address, options=options)
-        # The headers a proxy in front of several servers routes by; a lone server ignores them.
-        channel = grpc.intercept_channel(self._channel, _Route(replica))
-        self._bearer = None
-        if token is not None:
-            self._bearer = _BearerToken(token, self.owner_tokens)
-            channel = grpc.intercept_channel(channel, self._bearer)
-        self.stub = pb_grpc.SimulatorStub(channel)
+                "token: holds characters a token never has (Pitlane tokens are plt_ and 32 "
+                "characters of a-z and 2-7); copy it again from the file you were given")
+    if replica is not None and not _REPLICA_NAME.fullmatch(replica):
+        raise ValueError(
+            f"replica: must be 1 to 32 characters of a-z, 0-9 and '-', beginning and ending "
+            f"with a letter or digit (a server's --replica), got {replica!r}")
+    if tls is None:
+        tls = any(x is not None for x in (root_certificates, private_key, certificate_chain))
+    if not tls:
+        return token, None
+    return token, grpc.ssl_channel_credentials(
+        root_certificates=_as_bytes(root_certificates),
+        private_key=_as_bytes(private_key),
+        certificate_chain=_as_bytes(certificate_chain),
+    )
 
-    def _learn_token_for(self, session_id: str) -> None:
-        """Before a stream on a session this client created: one GetSession tells whether the
-        client's own token may act on it or the owner token must (streams cannot retry)."""
-        if session_id in self.owner_tokens and session_id not in self._bearer.own_ok:
-            try:
-                self.get_session(session_id)
-            except grpc.RpcError:
-                pass  # The stream will say why.
 
-    def _unary(self, method: str, request, then=lambda response: response):
-        """Calls unary `method` with `request`; returns `then` of the response: the one place
-        this client makes a unary call."""
-        return then(getattr(self.stub, method)(request, timeout=self.timeout_s))
-
-    def with_token(self, token: str) -> "Client":
-        """A new connection to the same server, with the same TLS settings, as ``token``."""
-        return Client(self._address, timeout_s=self.timeout_s, token=token, **self._tls_args)
-
-    def close(self) -> None:
-        """Closes the channel; ongoing streams are cancelled."""
-        self._channel.close()
-
-    def __enter__(self) -> "Client":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
+class _Api:
+    """The calls of the API, shared by ``Client`` and ``pitlane.aio.Client``: each method
+    builds its request and hands it to ``self._unary``, which returns the result (``Client``)
+    or an awaitable of it (``pitlane.aio.Client``)."""
 
     # Sessions ---------------------------------------------------------------
 
@@ -756,26 +696,6 @@ class Client:
         if barrier_timeout_s is not None:
             request.barrier_timeout_s = barrier_timeout_s
         return self._unary("SetClock", request)
-
-    def drive(
-        self, session_id: str, vehicle_id: int, *, on_disconnect: str = "brake"
-    ) -> Driver:
-        """Attaches a controller to a vehicle (a ``Drive`` stream).
-
-        Args:
-            session_id: The session.
-            vehicle_id: The vehicle to drive; one controller per vehicle.
-            on_disconnect: "brake" (brake to a stop when the stream ends) or
-                "hold" (keep the last controls).
-
-        Returns:
-            A ``Driver``; its first observation is the current tick.
-        """
-        metadata = [(SESSION_HEADER, session_id)] if _SESSION_ID.fullmatch(session_id) else []
-        if self._bearer is not None:  # The owner token, for a session this client created.
-            self._learn_token_for(session_id)
-            metadata.append(("authorization", f"Bearer {self._bearer.token_for(session_id)}"))
-        return Driver(self.stub, session_id, vehicle_id, on_disconnect, metadata=metadata)
 
     def get_session(self, session_id: str) -> pb.SessionInfo:
         """Returns one session's config, clock and vehicles."""
@@ -975,6 +895,121 @@ class Client:
         """Returns the current world state without advancing time."""
         return self._unary("GetState", pb.GetStateRequest(session_id=session_id),
                            lambda r: r.state)
+
+
+class Client(_Api):
+    """A connection to one Pitlane server.
+
+    Attributes:
+        stub: The raw generated ``SimulatorStub`` for calls not wrapped here (it sends the
+            token too).
+        timeout_s: Deadline applied to every unary call, seconds.
+        owner_tokens: ``{session_id: (token, token_id)}`` of the sessions this client created
+            on a server that checks tokens (``--auth=token``): the owner token is shown once,
+            in the CreateSession response, and kept here; calls on those sessions that
+            ``token`` may not make use it instead.
+    """
+
+    def __init__(
+        self,
+        address: str = "127.0.0.1:50051",
+        *,
+        timeout_s: float = 30.0,
+        token: Optional[str] = None,
+        root_certificates: Optional[Union[str, bytes]] = None,
+        tls: Optional[bool] = None,
+        private_key: Optional[Union[str, bytes]] = None,
+        certificate_chain: Optional[Union[str, bytes]] = None,
+        replica: Optional[str] = None,
+    ):
+        """Opens a channel to ``address`` ("host:port").
+
+        Args:
+            token: A Pitlane token (admin, owner, driver or viewer), sent on every call and
+                stream as ``authorization: Bearer <token>``. Surrounding whitespace (a token
+                file's newline) is ignored.
+            root_certificates: PEM certificates of the CA that signed the server's
+                certificate; connects over TLS. Without it, ``tls=True`` trusts the system's
+                CAs.
+            tls: TLS or plaintext; default: TLS when any certificate is given.
+            private_key, certificate_chain: This client's PEM key and certificate, for a
+                server that asks for one (mutual TLS, ``--tls_client_ca_file``).
+            replica: Behind a proxy in front of several servers (docs/deployment.md), the
+                server (its ``--replica`` name) that calls about no session go to: where
+                ``create_session`` creates and whose sessions ``list_sessions`` lists. None:
+                the proxy chooses. Calls about a session always go to the server that holds
+                it, whatever this is.
+        """
+        self.timeout_s = timeout_s
+        self.owner_tokens: dict[str, tuple[str, str]] = {}
+        self._address = address
+        self._tls_args = dict(
+            root_certificates=root_certificates,
+            tls=tls,
+            private_key=private_key,
+            certificate_chain=certificate_chain,
+            replica=replica,
+        )
+        token, credentials = _connection_settings(**self._tls_args, token=token)
+        if credentials is not None:
+            self._channel = grpc.secure_channel(address, credentials, options=_CHANNEL_OPTIONS)
+        else:
+            self._channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        # The headers a proxy in front of several servers routes by; a lone server ignores them.
+        channel = grpc.intercept_channel(self._channel, _Route(replica))
+        self._bearer = None
+        if token is not None:
+            self._bearer = _BearerToken(token, self.owner_tokens)
+            channel = grpc.intercept_channel(channel, self._bearer)
+        self.stub = pb_grpc.SimulatorStub(channel)
+
+    def _learn_token_for(self, session_id: str) -> None:
+        """Before a stream on a session this client created: one GetSession tells whether the
+        client's own token may act on it or the owner token must (streams cannot retry)."""
+        if session_id in self.owner_tokens and session_id not in self._bearer.own_ok:
+            try:
+                self.get_session(session_id)
+            except grpc.RpcError:
+                pass  # The stream will say why.
+
+    def _unary(self, method: str, request, then=lambda response: response):
+        """Calls unary `method` with `request`; returns `then` of the response: the one place
+        this client makes a unary call."""
+        return then(getattr(self.stub, method)(request, timeout=self.timeout_s))
+
+    def with_token(self, token: str) -> "Client":
+        """A new connection to the same server, with the same TLS settings, as ``token``."""
+        return Client(self._address, timeout_s=self.timeout_s, token=token, **self._tls_args)
+
+    def close(self) -> None:
+        """Closes the channel; ongoing streams are cancelled."""
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def drive(
+        self, session_id: str, vehicle_id: int, *, on_disconnect: str = "brake"
+    ) -> Driver:
+        """Attaches a controller to a vehicle (a ``Drive`` stream).
+
+        Args:
+            session_id: The session.
+            vehicle_id: The vehicle to drive; one controller per vehicle.
+            on_disconnect: "brake" (brake to a stop when the stream ends) or
+                "hold" (keep the last controls).
+
+        Returns:
+            A ``Driver``; its first observation is the current tick.
+        """
+        metadata = [(SESSION_HEADER, session_id)] if _SESSION_ID.fullmatch(session_id) else []
+        if self._bearer is not None:  # The owner token, for a session this client created.
+            self._learn_token_for(session_id)
+            metadata.append(("authorization", f"Bearer {self._bearer.token_for(session_id)}"))
+        return Driver(self.stub, session_id, vehicle_id, on_disconnect, metadata=metadata)
 
     def stream_states(
         self,
