@@ -65,12 +65,15 @@ if $server_only; then
   exit 0
 fi
 
-# The web tests' npm packages, exactly as locked; again only when the lockfile changed.
-web_tests="$(dirname "$0")/../tests/web"
-stamp="$web_tests/node_modules/.pitlane-lock.sha256"
-lock_sha=$(sha256sum "$web_tests/package-lock.json" | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$lock_sha" ]; then
-  echo "setup: npm ci in tests/web" >&2
-  (cd "$web_tests" && npm ci --no-audit --no-fund --loglevel=error)
-  echo "$lock_sha" >"$stamp"
-fi
+# The npm packages of the web tests and of the Node.js example client, exactly as locked; again
+# only when a lockfile changed.
+root="$(dirname "$0")/.."
+for dir in tests/web client/node; do
+  stamp="$root/$dir/node_modules/.pitlane-lock.sha256"
+  lock_sha=$(sha256sum "$root/$dir/package-lock.json" | cut -d' ' -f1)
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$lock_sha" ]; then
+    echo "setup: npm ci in $dir" >&2
+    (cd "$root/$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    echo "$lock_sha" >"$stamp"
+  fi
+done
