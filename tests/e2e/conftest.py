@@ -4,6 +4,7 @@ Run from the repository root with ``/usr/bin/python3 -m pytest tests/e2e``.
 The server binary is $PITLANE_SERVER, default build/bin/pitlane-server.
 """
 
+import base64
 import contextlib
 import importlib
 import os
@@ -11,6 +12,7 @@ import pathlib
 import queue
 import re
 import resource
+import secrets
 import signal
 import socket
 import subprocess
@@ -181,6 +183,18 @@ def running_server(*flags, address_space_bytes=None):
     finally:
         code = server.stop()
     assert code == 0, f"server exit code {code}; output:\n" + "\n".join(server.output)
+
+
+@contextlib.contextmanager
+def running_token_server(directory, *flags):
+    """A server with --auth=token and a new admin token (in directory/admin.token, 0600);
+    yields (server, token, token file)."""
+    token = "plt_" + base64.b32encode(secrets.token_bytes(20)).decode().lower()
+    token_file = pathlib.Path(directory) / "admin.token"
+    token_file.write_text(token + "\n")
+    os.chmod(token_file, 0o600)
+    with running_server("--auth=token", f"--admin_token_file={token_file}", *flags) as srv:
+        yield srv, token, token_file
 
 
 @pytest.fixture(scope="session")

@@ -5,15 +5,13 @@ event loop."""
 
 import asyncio
 import contextlib
-import os
 
 import grpc
 import pytest
 
 import pitlane
 import pitlane.aio
-from conftest import running_server
-from test_access import new_token
+from conftest import running_token_server
 
 
 def run(coroutine):
@@ -118,11 +116,7 @@ def test_many_sessions_step_concurrently_from_one_loop(address):
 
 
 def test_tokens_and_the_owner_token_of_created_sessions(tmp_path):
-    admin_token = new_token()
-    token_file = tmp_path / "admin.token"
-    token_file.write_text(admin_token)
-    os.chmod(token_file, 0o600)
-    with running_server("--auth=token", f"--admin_token_file={token_file}") as server:
+    with running_token_server(tmp_path) as (server, admin_token, _):
         async def main():
             # Without a token: refused.
             async with pitlane.aio.Client(server.address, timeout_s=10.0) as anonymous:

@@ -2,13 +2,11 @@
 npm) drives a car through Drive against the real server (issue 16)."""
 
 import json
-import os
 import subprocess
 
 import pytest
 
-from conftest import REPO_ROOT, running_server
-from test_access import new_token
+from conftest import REPO_ROOT, running_token_server
 
 CONTROLLER = REPO_ROOT / "client" / "node" / "controller.mjs"
 
@@ -29,11 +27,7 @@ def test_the_node_controller_drives_a_barrier_session(address):
 
 
 def test_the_node_controller_with_a_token(tmp_path):
-    token = new_token()
-    token_file = tmp_path / "admin.token"
-    token_file.write_text(token + "\n")
-    os.chmod(token_file, 0o600)
-    with running_server("--auth=token", f"--admin_token_file={token_file}") as server:
+    with running_token_server(tmp_path) as (server, _, token_file):
         refused = run_controller(server.address)
         assert refused.returncode == 1 and "UNAUTHENTICATED" in refused.stderr
         done = run_controller(server.address, "--token-file", str(token_file))

@@ -1,0 +1,287 @@
+// pitlane: Pitlane from the command line, on the C++ client (pitlane::client).
+//
+//   pitlane [--address=HOST:PORT] [--token_file=FILE] [--tls --ca_file=FILE] COMMAND [ARGS]
+//
+//   health                       exit 0 if the server is SERVING (a health check)
+//   ls                           the sessions: id, name, clock, tick, vehicles
+//   create [--name=N] [--scenario=S] [--clock=lockstep|realtime|barrier]
+//                                prints the new session's id (and its owner token, with tokens)
+//   rm SESSION                   deletes a session
+//   reset SESSION                back to tick 0 as created
+//   spawn SESSION [--count=N] [--x=M --y=M --yaw=RAD --speed=M/S]
+//                                kinematic bicycles; prints their ids
+//   step SESSION [--ticks=N]     advances a LOCKSTEP session; prints the tick
+//   watch SESSION [--messages=N] [--every_n_ticks=N] [--rate_hz=HZ]
+//                                a live table of the session's cars
+//   token SESSION --role=owner|driver|viewer [--vehicle=ID]
+//                                mints a token; prints it and its id
+//   drive SESSION --vehicle=ID [--ticks=N] [--accel=M/S2] [--steer=RAD]
+//                                drives a car through Drive with constant controls for N
+//                                observations (a BARRIER or REALTIME session moves on its
+//                                own); prints the last tick and the car's speed
+//
+// Exit codes: 0 done; 1 the server refused or could not be reached (the message says why);
+// 2 a bad command line.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "pitlane/client.h"
+
+ABSL_FLAG(std::string, address, "127.0.0.1:50051", "The server's gRPC address, host:port.");
+ABSL_FLAG(std::string, token_file, "", "A file holding a Pitlane token (or $PITLANE_TOKEN).");
+ABSL_FLAG(bool, tls, false, "Connect with TLS (--ca_file: the server's CA; else the system's).");
+ABSL_FLAG(std::string, ca_file, "", "PEM certificates of the CA that signed the server's.");
+ABSL_FLAG(std::string, replica, "", "Behind a proxy: the server that calls about no session go to.");
+ABSL_FLAG(double, timeout_s, 30.0, "Deadline of every call, seconds.");
+ABSL_FLAG(std::string, name, "", "create: the session's name.");
+ABSL_FLAG(std::string, scenario, "", "create: a scenario to start from (demo, oval-race, ...).");
+ABSL_FLAG(std::string, clock, "", "create: lockstep, realtime or barrier (default: the scenario's).");
+ABSL_FLAG(int32_t, count, 1, "spawn: how many cars.");
+ABSL_FLAG(double, x, 0.0, "spawn: x of the first car, metres (the others 6 m apart in y).");
+ABSL_FLAG(double, y, 0.0, "spawn: y of the first car, metres.");
+ABSL_FLAG(double, yaw, 0.0, "spawn: heading, radians.");
+ABSL_FLAG(double, speed, 0.0, "spawn: initial speed, m/s.");
+ABSL_FLAG(uint32_t, ticks, 1, "step: ticks to advance.");
+ABSL_FLAG(int32_t, messages, 0, "watch: stop after this many messages (0: until the stream ends).");
+ABSL_FLAG(uint32_t, every_n_ticks, 1, "watch: one message every N ticks.");
+ABSL_FLAG(double, rate_hz, 0.0, "watch: at most this many messages a second (0: no limit).");
+ABSL_FLAG(std::string, role, "", "token: owner, driver or viewer.");
+ABSL_FLAG(uint64_t, vehicle, 0, "token: the car of a driver token; drive: the car to drive.");
+ABSL_FLAG(double, accel, 0.0, "drive: acceleration, m/s².");
+ABSL_FLAG(double, steer, 0.0, "drive: steering angle, radians.");
+
+namespace {
+
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+int Usage(const std::string& why) {
+  std::fprintf(stderr, "pitlane: %s (see --help)\n", why.c_str());
+  return kExitUsage;
+}
+
+int Failed(const absl::Status& status) {
+  std::fprintf(stderr, "pitlane: %s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
+               std::string(status.message()).c_str());
+  return kExitFailed;
+}
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return false;
+  std::ostringstream text;
+  text << file.rdbuf();
+  *out = text.str();
+  return true;
+}
+
+std::string ClockName(pitlane::v1::ClockMode mode) {
+  absl::string_view name = pitlane::v1::ClockMode_Name(mode);
+  absl::ConsumePrefix(&name, "CLOCK_MODE_");
+  return absl::AsciiStrToLower(name);
+}
+
+int List(pitlane::Client& client) {
+  absl::StatusOr<std::vector<pitlane::v1::SessionInfo>> sessions = client.ListSessions();
+  if (!sessions.ok()) return Failed(sessions.status());
+  std::printf("%-40s %-16s %-9s %10s %8s\n", "SESSION", "NAME", "CLOCK", "TICK", "VEHICLES");
+  for (const pitlane::v1::SessionInfo& s : *sessions) {
+    std::printf("%-40s %-16s %-9s %10llu %8u\n", s.session_id().c_str(),
+                s.config().name().c_str(), ClockName(s.config().clock_mode()).c_str(),
+                static_cast<unsigned long long>(s.time().tick()), s.vehicle_count());
+  }
+  return 0;
+}
+
+int Create(pitlane::Client& client) {
+  pitlane::v1::SessionConfig config;
+  config.set_name(absl::GetFlag(FLAGS_name));
+  config.set_scenario(absl::GetFlag(FLAGS_scenario));
+  const std::string clock = absl::GetFlag(FLAGS_clock);
+  if (!clock.empty()) {
+    pitlane::v1::ClockMode mode;
+    if (!pitlane::v1::ClockMode_Parse("CLOCK_MODE_" + absl::AsciiStrToUpper(clock), &mode) ||
+        mode == pitlane::v1::CLOCK_MODE_UNSPECIFIED) {
+      return Usage("--clock: lockstep, realtime or barrier, got \"" + clock + "\"");
+    }
+    config.set_clock_mode(mode);
+  }
+  absl::StatusOr<pitlane::v1::SessionInfo> session = client.CreateSession(config);
+  if (!session.ok()) return Failed(session.status());
+  std::printf("%s\n", session->session_id().c_str());
+  // With tokens on, the session's owner token: shown only now.
+  const std::string owner = client.OwnerToken(session->session_id());
+  if (!owner.empty()) std::printf("owner token: %s\n", owner.c_str());
+  return 0;
+}
+
+int Spawn(pitlane::Client& client, const std::string& session_id) {
+  const int count = absl::GetFlag(FLAGS_count);
+  if (count < 1 || count > 100000) return Usage("--count: 1..100000");
+  std::vector<pitlane::v1::VehicleSpec> specs(count);
+  for (int i = 0; i < count; ++i) {
+    pitlane::v1::VehicleSpec& spec = specs[i];
+    spec.mutable_initial_pose()->set_x_m(absl::GetFlag(FLAGS_x));
+    spec.mutable_initial_pose()->set_y_m(absl::GetFlag(FLAGS_y) + 6.0 * i);
+    spec.mutable_initial_pose()->set_yaw_rad(absl::GetFlag(FLAGS_yaw));
+    spec.set_initial_speed_mps(absl::GetFlag(FLAGS_speed));
+    spec.mutable_kinematic_bicycle();
+  }
+  absl::StatusOr<std::vector<std::uint64_t>> ids = client.SpawnVehicles(session_id, specs);
+  if (!ids.ok()) return Failed(ids.status());
+  for (const std::uint64_t id : *ids) std::printf("%llu\n", static_cast<unsigned long long>(id));
+  return 0;
+}
+
+int Watch(pitlane::Client& client, const std::string& session_id) {
+  pitlane::v1::StreamStatesRequest request;
+  request.set_session_id(session_id);
+  request.set_every_n_ticks(absl::GetFlag(FLAGS_every_n_ticks));
+  if (absl::GetFlag(FLAGS_rate_hz) > 0.0) request.set_max_rate_hz(absl::GetFlag(FLAGS_rate_hz));
+  std::unique_ptr<pitlane::StateStream> stream = client.StreamStates(request);
+  const int limit = absl::GetFlag(FLAGS_messages);
+  pitlane::v1::StreamStatesResponse message;
+  for (int n = 0; (limit == 0 || n < limit) && stream->Read(&message); ++n) {
+    const pitlane::v1::WorldState& state = message.state();
+    std::printf("tick %llu  t=%.2f s  %d vehicles  %d contacts\n",
+                static_cast<unsigned long long>(state.time().tick()), state.time().sim_time_s(),
+                state.vehicles_size(), state.contacts_size());
+    std::printf("  %8s %10s %10s %8s %8s %s\n", "VEHICLE", "X_M", "Y_M", "YAW", "M/S", "");
+    for (int i = 0; i < state.vehicles_size() && i < 20; ++i) {
+      const pitlane::v1::VehicleState& v = state.vehicles(i);
+      std::printf("  %8llu %10.3f %10.3f %8.3f %8.3f %s\n",
+                  static_cast<unsigned long long>(v.vehicle_id()), v.x_m(), v.y_m(), v.yaw_rad(),
+                  v.speed_mps(), v.crashed() ? "crashed" : "");
+    }
+    std::fflush(stdout);
+  }
+  stream->Cancel();
+  const absl::Status status = stream->Finish();
+  if (!status.ok() && !(limit > 0 && status.code() == absl::StatusCode::kCancelled)) {
+    return Failed(status);
+  }
+  return 0;
+}
+
+int Token(pitlane::Client& client, const std::string& session_id) {
+  const std::string role = absl::GetFlag(FLAGS_role);
+  pitlane::v1::TokenRole value;
+  if (!pitlane::v1::TokenRole_Parse("TOKEN_ROLE_" + absl::AsciiStrToUpper(role), &value) ||
+      value == pitlane::v1::TOKEN_ROLE_UNSPECIFIED) {
+    return Usage("--role: owner, driver or viewer, got \"" + role + "\"");
+  }
+  absl::StatusOr<pitlane::v1::MintTokenResponse> token =
+      client.MintToken(session_id, value, absl::GetFlag(FLAGS_vehicle));
+  if (!token.ok()) return Failed(token.status());
+  std::printf("%s\n%s\n", token->token().c_str(), token->token_id().c_str());
+  return 0;
+}
+
+int Drive(pitlane::Client& client, const std::string& session_id) {
+  absl::StatusOr<std::unique_ptr<pitlane::Driver>> driver =
+      client.Drive(session_id, absl::GetFlag(FLAGS_vehicle));
+  if (!driver.ok()) return Failed(driver.status());
+  pitlane::v1::VehicleControl control;
+  control.set_acceleration_mps2(absl::GetFlag(FLAGS_accel));
+  control.set_steering_angle_rad(absl::GetFlag(FLAGS_steer));
+  pitlane::v1::DriveResponse observation;
+  for (std::uint32_t n = 0; n <= absl::GetFlag(FLAGS_ticks); ++n) {
+    if (!(*driver)->Observe(&observation)) break;
+    if (n == absl::GetFlag(FLAGS_ticks)) {
+      std::printf("%llu %.9f\n", static_cast<unsigned long long>(observation.time().tick()),
+                  observation.vehicle().speed_mps());
+      return (*driver)->Close().ok() ? 0 : Failed((*driver)->Close());
+    }
+    (*driver)->Send(observation.time().tick(), control);
+  }
+  const absl::Status status = (*driver)->Close();
+  return Failed(status.ok() ? absl::UnavailableError("the Drive stream ended early") : status);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Pitlane from the command line.\n"
+      "Usage: pitlane [--address=HOST:PORT] [--token_file=FILE] COMMAND [SESSION] [flags]\n"
+      "Commands: health, ls, create, rm, reset, spawn, step, watch, token, drive (see "
+      "client/cpp/cli.cc).");
+  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() < 2) return Usage("name a command: health, ls, create, rm, reset, spawn, step, watch, token, drive");
+  const std::string command = args[1];
+  static const auto* const kCommands = new std::vector<std::string>{
+      "health", "ls", "create", "rm", "reset", "spawn", "step", "watch", "token", "drive"};
+  if (std::find(kCommands->begin(), kCommands->end(), command) == kCommands->end()) {
+    return Usage("unknown command \"" + command + "\"");
+  }
+
+  pitlane::ClientOptions options;
+  options.address = absl::GetFlag(FLAGS_address);
+  options.replica = absl::GetFlag(FLAGS_replica);
+  options.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
+  const std::string token_file = absl::GetFlag(FLAGS_token_file);
+  if (!token_file.empty()) {
+    if (!ReadFile(token_file, &options.token)) return Usage("--token_file: cannot read " + token_file);
+  } else if (const char* token = std::getenv("PITLANE_TOKEN"); token != nullptr) {
+    options.token = token;
+  }
+  options.token = std::string(absl::StripAsciiWhitespace(options.token));
+  options.tls = absl::GetFlag(FLAGS_tls) || !absl::GetFlag(FLAGS_ca_file).empty();
+  if (!absl::GetFlag(FLAGS_ca_file).empty() &&
+      !ReadFile(absl::GetFlag(FLAGS_ca_file), &options.root_certificates)) {
+    return Usage("--ca_file: cannot read " + absl::GetFlag(FLAGS_ca_file));
+  }
+  absl::StatusOr<std::unique_ptr<pitlane::Client>> connected = pitlane::Client::Connect(options);
+  if (!connected.ok()) return Usage(std::string(connected.status().message()));
+  pitlane::Client& client = **connected;
+
+  const bool needs_session = command != "health" && command != "ls" && command != "create";
+  if (needs_session && args.size() != 3) return Usage(command + ": name one SESSION");
+  if (!needs_session && args.size() != 2) return Usage(command + ": takes no arguments");
+  const std::string session_id = needs_session ? args[2] : "";
+
+  if (command == "health") {
+    const absl::Status status = client.Health();
+    if (!status.ok()) return Failed(status);
+    std::printf("SERVING\n");
+    return 0;
+  }
+  if (command == "ls") return List(client);
+  if (command == "create") return Create(client);
+  if (command == "rm") {
+    const absl::Status status = client.DeleteSession(session_id);
+    return status.ok() ? 0 : Failed(status);
+  }
+  if (command == "reset") {
+    absl::StatusOr<pitlane::v1::WorldState> state = client.ResetSession(session_id);
+    if (!state.ok()) return Failed(state.status());
+    std::printf("%llu\n", static_cast<unsigned long long>(state->time().tick()));
+    return 0;
+  }
+  if (command == "spawn") return Spawn(client, session_id);
+  if (command == "step") {
+    absl::StatusOr<pitlane::v1::WorldState> state =
+        client.Step(session_id, absl::GetFlag(FLAGS_ticks));
+    if (!state.ok()) return Failed(state.status());
+    std::printf("%llu\n", static_cast<unsigned long long>(state->time().tick()));
+    return 0;
+  }
+  if (command == "watch") return Watch(client, session_id);
+  if (command == "token") return Token(client, session_id);
+  if (command == "drive") return Drive(client, session_id);
+  return Usage("unknown command \"" + command + "\"");
+}

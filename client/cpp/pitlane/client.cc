@@ -1,0 +1,264 @@
+#include "pitlane/client.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+
+namespace pitlane {
+namespace {
+
+// A replica name (the server's --replica): 1 to 32 of a-z, 0-9 and '-', not beginning or
+// ending with '-'.
+bool IsReplicaName(absl::string_view name) {
+  if (name.empty() || name.size() > 32 || name.front() == '-' || name.back() == '-') {
+    return false;
+  }
+  for (const char c : name) {
+    if (!(absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-')) return false;
+  }
+  return true;
+}
+
+// Session ids as servers make them ("s-", 26 of base32, maybe "." and a replica name); only
+// these go into the routing header.
+bool IsSessionId(absl::string_view id) {
+  if (!absl::ConsumePrefix(&id, "s-") || id.size() < 26) return false;
+  for (const char c : id.substr(0, 26)) {
+    if (!(absl::ascii_islower(c) || (c >= '2' && c <= '7'))) return false;
+  }
+  id.remove_prefix(26);
+  return id.empty() || (absl::ConsumePrefix(&id, ".") && IsReplicaName(id));
+}
+
+}  // namespace
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+bool Driver::Send(std::uint64_t tick, const v1::VehicleControl& control) {
+  v1::DriveRequest request;
+  request.mutable_control()->set_tick(tick);
+  *request.mutable_control()->mutable_control() = control;
+  return stream_->Write(request);
+}
+
+absl::Status Driver::Close() {
+  if (closed_) return absl::OkStatus();
+  closed_ = true;
+  stream_->WritesDone();
+  context_.TryCancel();
+  const grpc::Status status = stream_->Finish();
+  // Ended here: CANCELLED is the expected ending, not an error.
+  if (status.error_code() == grpc::StatusCode::CANCELLED) return absl::OkStatus();
+  return FromGrpc(status);
+}
+
+Driver::~Driver() { (void)Close(); }
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  if (options.address.empty()) return absl::InvalidArgumentError("address: empty");
+  for (const char c : options.token) {
+    // A header value gRPC cannot send would be echoed in its error; refused here, unseen.
+    if (c < '!' || c > '~') {
+      return absl::InvalidArgumentError(
+          "token: holds characters a token never has (Pitlane tokens are plt_ and 32 "
+          "characters of a-z and 2-7)");
+    }
+  }
+  if (!options.replica.empty() && !IsReplicaName(options.replica)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replica: must be 1 to 32 characters of a-z, 0-9 and '-', beginning and "
+                     "ending with a letter or digit, got \"", options.replica, "\""));
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (options.tls) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.root_certificates;
+    ssl.pem_private_key = options.private_key;
+    ssl.pem_cert_chain = options.certificate_chain;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(256 << 20);  // A 100,000-car state is about 5 MB.
+  arguments.SetMaxSendMessageSize(256 << 20);
+  return std::unique_ptr<Client>(new Client(
+      options, grpc::CreateCustomChannel(options.address, credentials, arguments)));
+}
+
+Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
+    : options_(std::move(options)),
+      channel_(std::move(channel)),
+      stub_(v1::Simulator::NewStub(channel_)) {}
+
+void Client::Prepare(grpc::ClientContext* context, absl::string_view session_id,
+                     bool stream) const {
+  if (!stream) context->set_deadline(std::chrono::system_clock::now() +
+                                     absl::ToChronoNanoseconds(options_.timeout));
+  std::string token = options_.token;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto owned = owner_tokens_.find(session_id); owned != owner_tokens_.end()) {
+      token = owned->second;
+    }
+  }
+  if (!token.empty()) context->AddMetadata("authorization", absl::StrCat("Bearer ", token));
+  if (!session_id.empty() && IsSessionId(session_id)) {
+    context->AddMetadata("pitlane-session", std::string(session_id));
+  } else if (session_id.empty() && !options_.replica.empty()) {
+    context->AddMetadata("pitlane-replica", options_.replica);
+  }
+}
+
+absl::StatusOr<v1::SessionInfo> Client::CreateSession(const v1::SessionConfig& config) {
+  v1::CreateSessionRequest request;
+  *request.mutable_config() = config;
+  absl::StatusOr<v1::CreateSessionResponse> response =
+      Call(&v1::Simulator::Stub::CreateSession, request);
+  if (!response.ok()) return response.status();
+  if (!response->owner_token().empty()) {
+    absl::MutexLock lock(&mu_);
+    owner_tokens_[response->session().session_id()] = response->owner_token();
+  }
+  return response->session();
+}
+
+std::string Client::OwnerToken(absl::string_view session_id) const {
+  absl::MutexLock lock(&mu_);
+  const auto owned = owner_tokens_.find(session_id);
+  return owned == owner_tokens_.end() ? "" : owned->second;
+}
+
+absl::StatusOr<v1::SessionInfo> Client::GetSession(absl::string_view session_id) {
+  v1::GetSessionRequest request;
+  request.set_session_id(std::string(session_id));
+  absl::StatusOr<v1::GetSessionResponse> response =
+      Call(&v1::Simulator::Stub::GetSession, request);
+  if (!response.ok()) return response.status();
+  return response->session();
+}
+
+absl::StatusOr<std::vector<v1::SessionInfo>> Client::ListSessions() {
+  absl::StatusOr<v1::ListSessionsResponse> response =
+      Call(&v1::Simulator::Stub::ListSessions, v1::ListSessionsRequest());
+  if (!response.ok()) return response.status();
+  return std::vector<v1::SessionInfo>(response->sessions().begin(),
+                                      response->sessions().end());
+}
+
+absl::StatusOr<v1::WorldState> Client::ResetSession(absl::string_view session_id) {
+  v1::ResetSessionRequest request;
+  request.set_session_id(std::string(session_id));
+  absl::StatusOr<v1::ResetSessionResponse> response =
+      Call(&v1::Simulator::Stub::ResetSession, request);
+  if (!response.ok()) return response.status();
+  return response->state();
+}
+
+absl::Status Client::DeleteSession(absl::string_view session_id) {
+  v1::DeleteSessionRequest request;
+  request.set_session_id(std::string(session_id));
+  return Call(&v1::Simulator::Stub::DeleteSession, request).status();
+}
+
+absl::StatusOr<std::vector<std::uint64_t>> Client::SpawnVehicles(
+    absl::string_view session_id, const std::vector<v1::VehicleSpec>& specs) {
+  v1::SpawnVehicleRequest request;
+  request.set_session_id(std::string(session_id));
+  request.mutable_vehicles()->Add(specs.begin(), specs.end());
+  absl::StatusOr<v1::SpawnVehicleResponse> response =
+      Call(&v1::Simulator::Stub::SpawnVehicle, request);
+  if (!response.ok()) return response.status();
+  return std::vector<std::uint64_t>(response->vehicle_ids().begin(),
+                                    response->vehicle_ids().end());
+}
+
+absl::Status Client::RemoveVehicle(absl::string_view session_id, std::uint64_t vehicle_id) {
+  v1::RemoveVehicleRequest request;
+  request.set_session_id(std::string(session_id));
+  request.set_vehicle_id(vehicle_id);
+  return Call(&v1::Simulator::Stub::RemoveVehicle, request).status();
+}
+
+absl::Status Client::SetControls(absl::string_view session_id,
+                                 const std::vector<v1::VehicleControl>& controls) {
+  v1::SetControlsRequest request;
+  request.set_session_id(std::string(session_id));
+  request.mutable_controls()->Add(controls.begin(), controls.end());
+  return Call(&v1::Simulator::Stub::SetControls, request).status();
+}
+
+absl::StatusOr<v1::WorldState> Client::Step(absl::string_view session_id, std::uint32_t ticks) {
+  v1::StepRequest request;
+  request.set_session_id(std::string(session_id));
+  request.set_ticks(ticks);
+  absl::StatusOr<v1::StepResponse> response = Call(&v1::Simulator::Stub::Step, request);
+  if (!response.ok()) return response.status();
+  return response->state();
+}
+
+absl::StatusOr<v1::WorldState> Client::GetState(absl::string_view session_id) {
+  v1::GetStateRequest request;
+  request.set_session_id(std::string(session_id));
+  absl::StatusOr<v1::GetStateResponse> response = Call(&v1::Simulator::Stub::GetState, request);
+  if (!response.ok()) return response.status();
+  return response->state();
+}
+
+absl::StatusOr<v1::MintTokenResponse> Client::MintToken(absl::string_view session_id,
+                                                        v1::TokenRole role,
+                                                        std::uint64_t vehicle_id) {
+  v1::MintTokenRequest request;
+  request.set_session_id(std::string(session_id));
+  request.set_role(role);
+  request.set_vehicle_id(vehicle_id);
+  return Call(&v1::Simulator::Stub::MintToken, request);
+}
+
+std::unique_ptr<StateStream> Client::StreamStates(const v1::StreamStatesRequest& request) {
+  auto stream = std::unique_ptr<StateStream>(new StateStream());
+  Prepare(&stream->context_, request.session_id(), /*stream=*/true);
+  stream->reader_ = stub_->StreamStates(&stream->context_, request);
+  return stream;
+}
+
+absl::StatusOr<std::unique_ptr<Driver>> Client::Drive(absl::string_view session_id,
+                                                      std::uint64_t vehicle_id,
+                                                      v1::DisconnectAction on_disconnect) {
+  auto driver = std::unique_ptr<Driver>(new Driver());
+  Prepare(&driver->context_, session_id, /*stream=*/true);
+  driver->stream_ = stub_->Drive(&driver->context_);
+  v1::DriveRequest attach;
+  attach.mutable_attach()->set_session_id(std::string(session_id));
+  attach.mutable_attach()->set_vehicle_id(vehicle_id);
+  attach.mutable_attach()->set_on_disconnect(on_disconnect);
+  if (!driver->stream_->Write(attach)) {
+    driver->closed_ = true;
+    return FromGrpc(driver->stream_->Finish());
+  }
+  return driver;
+}
+
+absl::Status Client::Health() {
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  grpc::ClientContext context;
+  Prepare(&context, "", /*stream=*/false);
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status status = health->Check(&context, request, &response);
+  if (!status.ok()) return FromGrpc(status);
+  if (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+    return absl::UnavailableError(absl::StrCat(
+        "the server answers ", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
+                                   response.status())));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pitlane
