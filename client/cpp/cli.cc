@@ -12,7 +12,7 @@
 //                                kinematic bicycles; prints their ids
 //   step SESSION [--ticks=N]     advances a LOCKSTEP session; prints the tick
 //   watch SESSION [--messages=N] [--every_n_ticks=N] [--rate_hz=HZ]
-//                                a live table of the session's cars
+//                                the session's cars (a table per message)
 //   token SESSION --role=owner|driver|viewer [--vehicle=ID]
 //                                mints a token; prints it and its id
 //   drive SESSION --vehicle=ID [--ticks=N] [--accel=M/S2] [--steer=RAD]
@@ -204,7 +204,8 @@ int Drive(pitlane::Client& client, const std::string& session_id) {
     if (n == absl::GetFlag(FLAGS_ticks)) {
       std::printf("%llu %.9f\n", static_cast<unsigned long long>(observation.time().tick()),
                   observation.vehicle().speed_mps());
-      return (*driver)->Close().ok() ? 0 : Failed((*driver)->Close());
+      const absl::Status closed = (*driver)->Close();
+      return closed.ok() ? 0 : Failed(closed);
     }
     (*driver)->Send(observation.time().tick(), control);
   }
@@ -229,10 +230,13 @@ int main(int argc, char** argv) {
     return Usage("unknown command \"" + command + "\"");
   }
 
+  const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  if (!(timeout_s > 0.0 && timeout_s <= 86400.0)) return Usage("--timeout_s: in (0, 86400]");
+  if (absl::GetFlag(FLAGS_messages) < 0) return Usage("--messages: 0 (all) or more");
   pitlane::ClientOptions options;
   options.address = absl::GetFlag(FLAGS_address);
   options.replica = absl::GetFlag(FLAGS_replica);
-  options.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
+  options.timeout = absl::Seconds(timeout_s);
   const std::string token_file = absl::GetFlag(FLAGS_token_file);
   if (!token_file.empty()) {
     if (!ReadFile(token_file, &options.token)) return Usage("--token_file: cannot read " + token_file);

@@ -63,6 +63,8 @@ function unary(method, request) {
 }
 
 async function main() {
+  const seconds = Number(args.seconds);
+  if (!(seconds > 0 && seconds <= 86400)) throw new Error("--seconds: a number in (0, 86400]");
   let sessionId = args.session;
   const own = !sessionId;
   if (own) {
@@ -80,7 +82,7 @@ async function main() {
   const drive = sim.Drive(metadata(sessionId));
   drive.write({ attach: { session_id: sessionId, vehicle_id: vehicleId,
                           on_disconnect: "DISCONNECT_ACTION_BRAKE_TO_STOP" } });
-  const ticks = Math.round(Number(args.seconds) * TICK_RATE_HZ);
+  const ticks = Math.round(seconds * TICK_RATE_HZ);
   let first = null;
   let last = null;
   let driven = 0;
@@ -95,11 +97,16 @@ async function main() {
     driven += 1;
   }
   drive.cancel();
+  if (first === null) throw new Error("the Drive stream ended before its first observation");
   const distance = Math.hypot(last.vehicle.x_m - first.vehicle.x_m, last.vehicle.y_m - first.vehicle.y_m);
   console.log(JSON.stringify({ session_id: sessionId, vehicle_id: Number(vehicleId), ticks: driven,
                                final_tick: Number(last.time.tick), speed_mps: last.vehicle.speed_mps,
                                distance_m: distance }));
-  if (own) await unary("DeleteSession", { session_id: sessionId });
+  if (own) {
+    await unary("DeleteSession", { session_id: sessionId });
+  } else {
+    await unary("RemoveVehicle", { session_id: sessionId, vehicle_id: vehicleId });
+  }
   sim.close();
 }
 

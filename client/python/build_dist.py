@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 
-GRPC_PYTHON_PLUGIN = "/usr/bin/grpc_python_plugin"
 
 
 def copy_sources(source, staging):
@@ -31,10 +30,10 @@ def copy_sources(source, staging):
                     ignore=shutil.ignore_patterns("v1", "__pycache__", "*.pyc"))
 
 
-def generate(proto, proto_root, staging, protoc):
+def generate(proto, proto_root, staging, protoc, grpc_plugin):
     subprocess.run(
         [protoc, f"-I{proto_root}", f"--python_out={staging}", f"--pyi_out={staging}",
-         f"--grpc_out={staging}", f"--plugin=protoc-gen-grpc={GRPC_PYTHON_PLUGIN}", str(proto)],
+         f"--grpc_out={staging}", f"--plugin=protoc-gen-grpc={grpc_plugin}", str(proto)],
         check=True)
     (staging / "pitlane" / "v1" / "__init__.py").write_text(
         '"""Generated from proto/pitlane/v1/simulator.proto by protoc (build_dist.py)."""\n')
@@ -48,7 +47,7 @@ def build(staging, out):
             "out, names = sys.argv[1:3]\n"
             "built = [b.build_sdist(out), b.build_wheel(out)]\n"
             "open(names, 'w').write('\\n'.join(built))\n")
-    # Reproducible archives: file times from a fixed date (wheel and tarfile honour it).
+    # The wheel's file times from a fixed date (wheel honours it; the sdist keeps build times).
     env = dict(os.environ, SOURCE_DATE_EPOCH=os.environ.get("SOURCE_DATE_EPOCH", "1767225600"))
     done = subprocess.run([sys.executable, "-c", code, str(out), str(names)], cwd=staging,
                           env=env, capture_output=True, text=True, check=False)
@@ -83,6 +82,10 @@ def main():
     parser.add_argument("--source", required=True, type=pathlib.Path)
     parser.add_argument("--out", required=True, type=pathlib.Path)
     parser.add_argument("--protoc", default="protoc")
+    parser.add_argument("--grpc-plugin", default="/usr/bin/grpc_python_plugin")
+    # The names the build expects (setuptools' own naming of sdists changed with PEP 625).
+    parser.add_argument("--wheel-name")
+    parser.add_argument("--sdist-name")
     args = parser.parse_args()
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -91,8 +94,13 @@ def main():
     with tempfile.TemporaryDirectory(prefix="pitlane-dist-") as tmp:
         staging = pathlib.Path(tmp)
         copy_sources(args.source.resolve(), staging)
-        generate(args.proto.resolve(), args.proto_root.resolve(), staging, args.protoc)
+        generate(args.proto.resolve(), args.proto_root.resolve(), staging, args.protoc,
+                 args.grpc_plugin)
         sdist, wheel = build(staging, out)
+    for built, wanted in ((sdist, args.sdist_name), (wheel, args.wheel_name)):
+        if wanted and built != wanted:
+            (out / built).rename(out / wanted)
+    sdist, wheel = args.sdist_name or sdist, args.wheel_name or wheel
     (out / "index.html").write_text(index_page(sdist, wheel))
     print(f"build_dist: {out / wheel}, {out / sdist}")
 

@@ -147,3 +147,17 @@ def test_tokens_and_the_owner_token_of_created_sessions(tmp_path):
                 pitlane.aio.Client(server.address, token="plt_bad token")
 
         run(main())
+
+
+def test_a_revoked_owner_token_falls_back_for_every_call_in_flight():
+    """Two calls made with the owner token at once, both refused as revoked: each is made
+    again with the client's own token (the second no longer finds the owner token)."""
+    from pitlane.client import _BearerToken  # pylint: disable=import-outside-toplevel
+    owner_tokens = {"s-x": ("plt_owner", "t1")}
+    policy = _BearerToken("plt_own", owner_tokens)
+    policy._owner_first.add("s-x")  # pylint: disable=protected-access
+    first, second = policy.first("s-x"), policy.first("s-x")
+    assert first == second == ("plt_owner", True)
+    for used in (first, second):
+        assert policy.after("s-x", used[1], grpc.StatusCode.UNAUTHENTICATED) == ("plt_own", False)
+    assert "s-x" not in owner_tokens and policy.first("s-x") == ("plt_own", False)

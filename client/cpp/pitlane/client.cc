@@ -52,7 +52,7 @@ bool Driver::Send(std::uint64_t tick, const v1::VehicleControl& control) {
 absl::Status Driver::Close() {
   if (closed_) return absl::OkStatus();
   closed_ = true;
-  stream_->WritesDone();
+  // Cancelled first: WritesDone could wait on a peer that reads no more.
   context_.TryCancel();
   const grpc::Status status = stream_->Finish();
   // Ended here: CANCELLED is the expected ending, not an error.
@@ -78,7 +78,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
                      "ending with a letter or digit, got \"", options.replica, "\""));
   }
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (options.tls) {
+  // TLS when asked, or when any certificate or key is given (never a token in clear then).
+  if (options.tls || !options.root_certificates.empty() || !options.private_key.empty() ||
+      !options.certificate_chain.empty()) {
     grpc::SslCredentialsOptions ssl;
     ssl.pem_root_certs = options.root_certificates;
     ssl.pem_private_key = options.private_key;
@@ -97,15 +99,17 @@ Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
       channel_(std::move(channel)),
       stub_(v1::Simulator::NewStub(channel_)) {}
 
-void Client::Prepare(grpc::ClientContext* context, absl::string_view session_id,
+bool Client::Prepare(grpc::ClientContext* context, absl::string_view session_id,
                      bool stream) const {
   if (!stream) context->set_deadline(std::chrono::system_clock::now() +
                                      absl::ToChronoNanoseconds(options_.timeout));
   std::string token = options_.token;
+  bool as_owner = false;
   {
     absl::MutexLock lock(&mu_);
     if (auto owned = owner_tokens_.find(session_id); owned != owner_tokens_.end()) {
       token = owned->second;
+      as_owner = true;
     }
   }
   if (!token.empty()) context->AddMetadata("authorization", absl::StrCat("Bearer ", token));
@@ -114,6 +118,7 @@ void Client::Prepare(grpc::ClientContext* context, absl::string_view session_id,
   } else if (session_id.empty() && !options_.replica.empty()) {
     context->AddMetadata("pitlane-replica", options_.replica);
   }
+  return as_owner;
 }
 
 absl::StatusOr<v1::SessionInfo> Client::CreateSession(const v1::SessionConfig& config) {
@@ -164,7 +169,14 @@ absl::StatusOr<v1::WorldState> Client::ResetSession(absl::string_view session_id
 absl::Status Client::DeleteSession(absl::string_view session_id) {
   v1::DeleteSessionRequest request;
   request.set_session_id(std::string(session_id));
-  return Call(&v1::Simulator::Stub::DeleteSession, request).status();
+  const absl::Status status = Call(&v1::Simulator::Stub::DeleteSession, request).status();
+  if (status.ok()) ForgetOwnerToken(session_id);
+  return status;
+}
+
+void Client::ForgetOwnerToken(absl::string_view session_id) {
+  absl::MutexLock lock(&mu_);
+  owner_tokens_.erase(session_id);
 }
 
 absl::StatusOr<std::vector<std::uint64_t>> Client::SpawnVehicles(
@@ -223,7 +235,7 @@ absl::StatusOr<v1::MintTokenResponse> Client::MintToken(absl::string_view sessio
 
 std::unique_ptr<StateStream> Client::StreamStates(const v1::StreamStatesRequest& request) {
   auto stream = std::unique_ptr<StateStream>(new StateStream());
-  Prepare(&stream->context_, request.session_id(), /*stream=*/true);
+  (void)Prepare(&stream->context_, request.session_id(), /*stream=*/true);
   stream->reader_ = stub_->StreamStates(&stream->context_, request);
   return stream;
 }
@@ -232,7 +244,7 @@ absl::StatusOr<std::unique_ptr<Driver>> Client::Drive(absl::string_view session_
                                                       std::uint64_t vehicle_id,
                                                       v1::DisconnectAction on_disconnect) {
   auto driver = std::unique_ptr<Driver>(new Driver());
-  Prepare(&driver->context_, session_id, /*stream=*/true);
+  (void)Prepare(&driver->context_, session_id, /*stream=*/true);
   driver->stream_ = stub_->Drive(&driver->context_);
   v1::DriveRequest attach;
   attach.mutable_attach()->set_session_id(std::string(session_id));
@@ -240,7 +252,8 @@ absl::StatusOr<std::unique_ptr<Driver>> Client::Drive(absl::string_view session_
   attach.mutable_attach()->set_on_disconnect(on_disconnect);
   if (!driver->stream_->Write(attach)) {
     driver->closed_ = true;
-    return FromGrpc(driver->stream_->Finish());
+    const absl::Status status = FromGrpc(driver->stream_->Finish());
+    return status.ok() ? absl::UnavailableError("the Drive stream ended at once") : status;
   }
   return driver;
 }
@@ -248,7 +261,7 @@ absl::StatusOr<std::unique_ptr<Driver>> Client::Drive(absl::string_view session_
 absl::Status Client::Health() {
   auto health = grpc::health::v1::Health::NewStub(channel_);
   grpc::ClientContext context;
-  Prepare(&context, "", /*stream=*/false);
+  (void)Prepare(&context, "", /*stream=*/false);
   grpc::health::v1::HealthCheckRequest request;
   grpc::health::v1::HealthCheckResponse response;
   const grpc::Status status = health->Check(&context, request, &response);

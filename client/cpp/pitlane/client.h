@@ -33,8 +33,8 @@ struct ClientOptions {
   std::string address = "127.0.0.1:50051";  // host:port
   // A Pitlane token (admin, owner, driver or viewer), sent as authorization: Bearer; "" none.
   std::string token;
-  // TLS: with `tls`, the server's CA (PEM; "" trusts the system's CAs) and, for mutual TLS,
-  // this client's key and certificate chain (PEM).
+  // TLS (also on when any of the PEMs is given): the server's CA (PEM; "" trusts the system's
+  // CAs) and, for mutual TLS, this client's key and certificate chain (PEM).
   bool tls = false;
   std::string root_certificates;
   std::string private_key;
@@ -117,16 +117,27 @@ class Client {
 
   // Any other call, with this client's token, deadline and routing header:
   //   client.Call(&v1::Simulator::Stub::SetClock, request)
+  // On a session this client created, the call goes with its owner token; if the server
+  // no longer knows that token (revoked), it is forgotten and the call made again with the
+  // client's own.
   template <typename Request, typename Response>
   absl::StatusOr<Response> Call(grpc::Status (v1::Simulator::Stub::*method)(
                                     grpc::ClientContext*, const Request&, Response*),
                                 const Request& request) {
-    grpc::ClientContext context;
-    Prepare(&context, SessionOf(request), /*stream=*/false);
-    Response response;
-    const grpc::Status status = (stub_.get()->*method)(&context, request, &response);
-    if (!status.ok()) return FromGrpc(status);
-    return response;
+    const std::string session_id = SessionOf(request);
+    for (int attempt = 0;; ++attempt) {
+      grpc::ClientContext context;
+      const bool as_owner = Prepare(&context, session_id, /*stream=*/false);
+      Response response;
+      const grpc::Status status = (stub_.get()->*method)(&context, request, &response);
+      if (status.ok()) return response;
+      if (as_owner && attempt == 0 &&
+          status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+        ForgetOwnerToken(session_id);
+        continue;
+      }
+      return FromGrpc(status);
+    }
   }
 
   // The owner token CreateSession received for `session_id` ("" if none): shown only then.
@@ -146,8 +157,9 @@ class Client {
     }
   }
   // The deadline (unary calls), the token (the session's owner token if this client created
-  // it) and the routing header.
-  void Prepare(grpc::ClientContext* context, absl::string_view session_id, bool stream) const;
+  // it: then true) and the routing header.
+  bool Prepare(grpc::ClientContext* context, absl::string_view session_id, bool stream) const;
+  void ForgetOwnerToken(absl::string_view session_id);
 
   const ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;

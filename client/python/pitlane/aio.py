@@ -124,9 +124,21 @@ class Driver:
 
     async def send(self, tick: int, **control_fields: float) -> None:
         """Sends a control answering the observation of ``tick`` (VehicleControl fields of the
-        vehicle's model; it applies from the next tick)."""
-        await self._call.write(pb.DriveRequest(control=pb.DriveControl(
-            tick=tick, control=pb.VehicleControl(**control_fields))))
+        vehicle's model; it applies from the next tick). After the stream ended, nothing is
+        sent (``observe`` says how it ended)."""
+        if self._call is None:
+            raise RuntimeError("the Driver is not started: use async with, or await start()")
+        request = pb.DriveRequest(control=pb.DriveControl(
+            tick=tick, control=pb.VehicleControl(**control_fields)))
+        if self._call.done():
+            return
+        try:
+            await self._call.write(request)
+        except (asyncio.InvalidStateError, grpc.aio.AioRpcError):
+            pass  # Ended meanwhile: observe() raises its reason.
+        except asyncio.CancelledError:
+            if not self._call.done():
+                raise  # This task itself was cancelled.
 
     async def close(self) -> None:
         """Ends the stream (the vehicle brakes or holds, as attached)."""
@@ -243,7 +255,9 @@ class Client(_client._Api):
         timeout_s: Optional[float] = None,
     ) -> AsyncIterator[pb.StreamStatesResponse]:
         """The session's states, as ``pitlane.Client.stream_states``: ``async for message in
-        client.stream_states(sid):``. Leaving the loop (or ``aclose()``) cancels the stream."""
+        client.stream_states(sid):``. ``aclose()`` on the iterator (or
+        ``contextlib.aclosing``) cancels the stream at once; leaving the loop does when the
+        iterator is collected."""
         request = _client._stream_states_request(session_id, every_n_ticks, max_rate_hz,
                                                  vehicle_ids)
         call = self.stub.StreamStates(request,
@@ -252,6 +266,10 @@ class Client(_client._Api):
         try:
             async for response in call:
                 yield response
+        except asyncio.CancelledError:
+            if not call.cancelled():
+                raise  # This task itself was cancelled.
+            # The call was cancelled here (close() of the client): the stream ends.
         finally:
             call.cancel()
 

@@ -398,15 +398,16 @@ class _BearerToken(
     def after(self, session_id, as_owner, code):
         """After a unary call on `session_id` made with first(session_id) ended with `code`:
         the (token, as_owner) to make it again with, or None to keep its answer."""
-        owned = self._owner_tokens.get(session_id) if session_id else None
-        if owned is None:
-            return None
         if as_owner:
             if code != grpc.StatusCode.UNAUTHENTICATED:
                 return None
-            self._owner_tokens.pop(session_id, None)  # Revoked.
+            # Revoked (another call may have found out first): the own token, once more.
+            self._owner_tokens.pop(session_id, None)
             self._owner_first.discard(session_id)
             return self._token, False
+        owned = self._owner_tokens.get(session_id) if session_id else None
+        if owned is None:
+            return None
         if code == grpc.StatusCode.OK:
             self.own_ok.add(session_id)
         if code not in self._RETRY_AS_OWNER or session_id in self.own_ok:

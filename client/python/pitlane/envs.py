@@ -201,6 +201,7 @@ class _SessionOwner:
         """Before an episode: the seeded random source, and the session at tick 0."""
         if seed is not None:
             self._rng = np.random.default_rng(seed)
+        self.np_random = self._rng  # Gymnasium's name for the env's random source.
         if self.session_id is None or (seed is not None and seed != self._seed):
             self._close_session()
             self.session_id = self.client.create_session(
@@ -280,6 +281,12 @@ class DrivingEnv(_SessionOwner, _BASE):
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
         """A new episode: the session from scratch (a new one for a new seed), the car at the
         seeded start. ``options``: ``{"start": (x, y, yaw)}`` to start elsewhere."""
+        if _gym is not None:
+            # Gymnasium's own seeding (np_random), which its checker expects; the start noise
+            # draws from it.
+            super().reset(seed=seed)
+            if seed is not None:
+                self._rng = self.np_random
         self._begin_episode(seed, name="gym", scenario=self._scenario,
                             bounds=None if self._scenario else self._bounds)
         x, y, yaw = (options or {}).get("start", self._start)
@@ -377,9 +384,9 @@ class MultiAgentDrivingEnv(_SessionOwner):
     def step(self, actions: Mapping[str, Any]):
         if not self.agents:
             raise RuntimeError("no agents left: call reset()")
-        unknown = set(actions) - set(self.agents)
-        if unknown:
-            raise ValueError(f"actions for agents not in the episode: {sorted(unknown)}")
+        if set(actions) != set(self.agents):
+            raise ValueError(f"actions: one for each agent in the episode, {sorted(self.agents)};"
+                             f" got {sorted(actions)}")
         previous = {a: _vehicle(self._state, self._ids[a]) for a in self.agents}
         controls = [self._car.control(self._ids[a], action) for a, action in actions.items()]
         if controls:
@@ -395,8 +402,24 @@ class MultiAgentDrivingEnv(_SessionOwner):
             terminations[agent] = bool(vehicle.crashed or self._car.reached_goal(vehicle))
             truncations[agent] = (self._steps >= self.max_episode_steps
                                   and not terminations[agent])
-        self.agents = [a for a in self.agents if not (terminations[a] or truncations[a])]
+        leaving = [a for a in self.agents if terminations[a] or truncations[a]]
+        if leaving:
+            # Out of the episode, out of the way: full brakes, wheels straight (a crashed car
+            # stands still anyway).
+            brake = float(self._car.action_space.low[0])
+            self.client.set_controls(self.session_id, [
+                pitlane.control(self._ids[a], acceleration_mps2=brake, steering_angle_rad=0.0)
+                for a in leaving])
+        self.agents = [a for a in self.agents if a not in leaving]
         return observations, rewards, terminations, truncations, infos
+
+    @property
+    def num_agents(self) -> int:
+        return len(self.agents)
+
+    @property
+    def max_num_agents(self) -> int:
+        return len(self.possible_agents)
 
     def _info(self, agent):
         vehicle = _vehicle(self._state, self._ids[agent])
