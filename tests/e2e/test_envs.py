@@ -130,10 +130,11 @@ def test_render_draws_the_car(env):
     image = env.render()
     assert image.shape == (256, 256, 3) and image.dtype == np.uint8
     red = np.all(image == (220, 40, 40), axis=-1)
-    # A 4.5 m x 1.8 m car at 2.56 pixels a metre: about 53 pixels, at the middle.
+    # A 4.5 m x 1.8 m car at 2.56 pixels a metre: about 53 pixels, its centre 1.35 m (half
+    # the wheelbase) ahead of the rear axle at the origin: 3.5 pixels right of the middle.
     assert 30 <= red.sum() <= 80
     ys, xs = np.nonzero(red)
-    assert abs(xs.mean() - 128) < 3 and abs(ys.mean() - 128) < 3
+    assert abs(xs.mean() - (128 + 1.35 * 2.56)) < 1.0 and abs(ys.mean() - 128) < 1.0
 
 
 def test_box_without_gymnasium_samples_inside_itself():

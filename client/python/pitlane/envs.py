@@ -94,6 +94,10 @@ class _Car:
                  goal):
         self.model = model
         self.params = dict(params or {})
+        # Where the body's centre is ahead of the reference point the state reports: half the
+        # wheelbase for a kinematic bicycle (its rear axle); the centre for the other models.
+        self.body_offset_m = (0.5 * float(self.params.get("wheelbase_m", 2.7))
+                              if model == "kinematic_bicycle" else 0.0)
         self.limits = {"max_acceleration_mps2": max_acceleration,
                        "max_braking_mps2": max_braking,
                        "max_steering_angle_rad": max_steering,
@@ -165,9 +169,11 @@ def _vehicle(state: pb.WorldState, vehicle_id: int) -> pb.VehicleState:
     raise RuntimeError(f"vehicle {vehicle_id} is not in the session any more")
 
 
-def _render(state: pb.WorldState, ego_id: Optional[int], bounds, size=(256, 256)):
-    """An RGB top-down picture (height x width x 3, uint8) of the state: cars as filled
-    rectangles (the ego car red, others blue, crashed ones grey) on a light ground."""
+def _render(state: pb.WorldState, ego_id: Optional[int], bounds, body_offset_m,
+            size=(256, 256)):
+    """An RGB top-down picture (height x width x 3, uint8) of the state: cars as 4.5 m x 1.8 m
+    rectangles centred `body_offset_m` ahead of their reference point (the rear axle of a
+    kinematic bicycle), the ego car red, others blue, crashed ones grey, on a light ground."""
     height, width = size
     image = np.full((height, width, 3), 235, dtype=np.uint8)
     min_x, min_y, max_x, max_y = bounds
@@ -177,7 +183,8 @@ def _render(state: pb.WorldState, ego_id: Optional[int], bounds, size=(256, 256)
     world_y = max_y - (ys + 0.5) / scale
     for vehicle in state.vehicles:
         c, s = math.cos(vehicle.yaw_rad), math.sin(vehicle.yaw_rad)
-        dx, dy = world_x - vehicle.x_m, world_y - vehicle.y_m
+        dx = world_x - (vehicle.x_m + body_offset_m * c)
+        dy = world_y - (vehicle.y_m + body_offset_m * s)
         along, across = dx * c + dy * s, -dx * s + dy * c
         inside = (np.abs(along) <= 2.25) & (np.abs(across) <= 0.9)
         color = ((128, 128, 128) if vehicle.crashed
@@ -322,7 +329,7 @@ class DrivingEnv(_SessionOwner, _BASE):
         server's viewer at ``info["viewer"]``."""
         if self.render_mode != "rgb_array" or self._state is None:
             return None
-        return _render(self._state, self.vehicle_id, self._bounds)
+        return _render(self._state, self.vehicle_id, self._bounds, self._car.body_offset_m)
 
 
 class MultiAgentDrivingEnv(_SessionOwner):
@@ -429,5 +436,5 @@ class MultiAgentDrivingEnv(_SessionOwner):
     def render(self):
         if self.render_mode != "rgb_array" or self._state is None:
             return None
-        return _render(self._state, None, self._bounds)
+        return _render(self._state, None, self._bounds, self._car.body_offset_m)
 
