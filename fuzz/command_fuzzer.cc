@@ -12,12 +12,18 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <variant>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "fuzz/fuzz_checks.h"
 #include "fuzzer/FuzzedDataProvider.h"
 #include "server/session/command.h"
@@ -219,6 +225,75 @@ session::Command ConsumeCommand(FuzzedDataProvider& data, const session::Frame& 
   }
 }
 
+// With PITLANE_FUZZ_TRACE set (to reproduce a crash: command_fuzzer CRASH_FILE), each command
+// and the vehicles after it, on stderr.
+const bool kTrace = std::getenv("PITLANE_FUZZ_TRACE") != nullptr;
+
+std::string Optional(const std::optional<double>& value) {
+  return value.has_value() ? absl::StrCat(*value) : "unset";
+}
+
+std::string Describe(const session::Command& command) {
+  return std::visit(
+      [](const auto& c) -> std::string {
+        using T = std::decay_t<decltype(c)>;
+        if constexpr (std::is_same_v<T, session::SpawnVehiclesCommand>) {
+          std::string text = "spawn";
+          for (const sim::VehicleSpec& spec : c.specs) {
+            const sim::VehicleLimitsSpec& l = spec.limits;
+            absl::StrAppend(&text, "\n  model ", spec.model.index(), " pose (",
+                            spec.initial_pose.x_m, ", ", spec.initial_pose.y_m, ", ",
+                            spec.initial_pose.yaw_rad, ") speed ", spec.initial_speed_mps,
+                            " size ", spec.length_m, "x", spec.width_m, " limits steer ",
+                            Optional(l.max_steering_angle_rad), " accel ",
+                            Optional(l.max_acceleration_mps2), " brake ",
+                            Optional(l.max_braking_mps2), " speed ", Optional(l.max_speed_mps),
+                            " reverse ", Optional(l.max_reverse_speed_mps), " rate ",
+                            Optional(l.max_steering_rate_radps), " driver ",
+                            spec.driver.has_value() ? spec.driver->index() + 1 : 0,
+                            spec.range_scan.has_value() ? " range_scan" : "",
+                            spec.nearest_objects.has_value() ? " nearest" : "");
+          }
+          return text;
+        } else if constexpr (std::is_same_v<T, session::SetControlsCommand>) {
+          std::string text = "controls";
+          for (const sim::VehicleInput& in : c.inputs) {
+            absl::StrAppend(&text, "\n  id ", in.id, " accel ", in.acceleration_mps2, " steer ",
+                            in.steering_angle_rad, " throttle ", in.throttle, " brake ",
+                            in.brake, " target ", Optional(in.target_speed_mps), " yaw_rate ",
+                            in.yaw_rate_radps);
+          }
+          return text;
+        } else if constexpr (std::is_same_v<T, session::StepCommand>) {
+          return absl::StrCat("step ", c.ticks);
+        } else if constexpr (std::is_same_v<T, session::SetClockCommand>) {
+          return absl::StrCat("clock rtf ", Optional(c.update.real_time_factor), " barrier ",
+                              Optional(c.update.barrier_timeout_s));
+        } else if constexpr (std::is_same_v<T, session::AddObstaclesCommand>) {
+          std::string text = "obstacles";
+          for (const sim::ObstacleSpec& o : c.specs) {
+            absl::StrAppend(&text, "\n  (", o.center_x_m, ", ", o.center_y_m, ") yaw ",
+                            o.yaw_rad, " ", o.length_m, "x", o.width_m);
+          }
+          return text;
+        } else {
+          return absl::StrCat("command ", typeid(T).name());
+        }
+      },
+      command);
+}
+
+void Trace(const session::Command& command, const absl::Status& status,
+           const session::Frame& after) {
+  if (!kTrace) return;
+  std::fprintf(stderr, "%s -> %s\n", Describe(command).c_str(), status.ToString().c_str());
+  for (const sim::VehicleSnapshot& v : after.vehicles) {
+    std::fprintf(stderr, "    vehicle %llu (%.17g, %.17g, %.17g) speed %.17g\n",
+                 static_cast<unsigned long long>(v.id), v.pose.x_m, v.pose.y_m, v.pose.yaw_rad,
+                 v.speed_mps);
+  }
+}
+
 std::shared_ptr<session::Session> MakeSession(const session::SessionConfig& config) {
   const absl::StatusOr<sim::World> world = session::BuildWorld(config);
   if (!world.ok()) Fail("the fuzz session's config does not build");
@@ -253,7 +328,9 @@ void Run(FuzzedDataProvider& data) {
   // ids come from (one frame per command: a frame computes every sensor).
   std::shared_ptr<const session::Frame> now = CheckSession(*original);
   for (int i = 0; i < kMaxCommands && data.remaining_bytes() > 0; ++i) {
-    (void)original->Apply(ConsumeCommand(data, *now));
+    const session::Command command = ConsumeCommand(data, *now);
+    const absl::Status status = original->Apply(command);
+    if (kTrace) Trace(command, status, *original->CurrentFrame());
     now = CheckSession(*original);
   }
 

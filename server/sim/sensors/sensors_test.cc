@@ -570,7 +570,7 @@ TEST(CastRay, GridWalkEqualsBruteForceOnRandomScenes) {
 }
 
 // The grid clamps cell coordinates to +-2^30. With cars a few millimetres long (valid: any
-// length in (0, 100] m) the cell is that small too, and 2^30 cells end near 5.4e6 m, inside
+// length in [0.001, 100] m) the cell is that small too, and 2^30 cells end near 5.4e6 m, inside
 // the valid +-1e7 m. A body 2.6 cm away must be seen there as it is near the origin.
 TEST(RangeScan, SeesTinyNeighboursFarFromTheOrigin) {
   constexpr double kLength_m = 0.005;  // The cell size GridCellSize picks: 2^30 cells = 5.4e6 m.

@@ -33,7 +33,7 @@ absl::Status ResolveAxleDriveSpec(absl::string_view wire_name, double length_m, 
     return absl::StrCat(wire_name, ".", name);
   };
   const double wheelbase_m = spec.wheelbase_m.value_or(std::min(kDefaultWheelbase_m, length_m));
-  RETURN_IF_ERROR(CheckPositive(field("wheelbase_m"), wheelbase_m, length_m));
+  RETURN_IF_ERROR(CheckInRange(field("wheelbase_m"), wheelbase_m, kMinBodyDimension_m, length_m));
   spec.wheelbase_m = wheelbase_m;
   const double overhang_m = length_m - wheelbase_m;
   spec.rear_overhang_m = spec.rear_overhang_m.value_or(0.5 * overhang_m);

@@ -102,7 +102,8 @@ absl::Status ResolveForceBasedSpec(double length_m, double /*width_m*/, ForceBas
                                *spec.rolling_resistance_coefficient, 0.0,
                                kMaxRollingResistanceCoefficient));
   spec.axle_distance_m = spec.axle_distance_m.value_or(std::min(kDefaultAxleDistance_m, length_m));
-  RETURN_IF_ERROR(CheckPositive("force_based.axle_distance_m", *spec.axle_distance_m, length_m));
+  RETURN_IF_ERROR(CheckInRange("force_based.axle_distance_m", *spec.axle_distance_m,
+                               kMinBodyDimension_m, length_m));
   spec.slip_threshold_mps = spec.slip_threshold_mps.value_or(kDefaultSlipThreshold_mps);
   return CheckPositive("force_based.slip_threshold_mps", *spec.slip_threshold_mps,
                        kMaxSlipThreshold_mps);

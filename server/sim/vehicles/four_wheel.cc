@@ -167,15 +167,16 @@ absl::Status ResolveFourWheelSpec(double length_m, double width_m, FourWheelSpec
 
   // Defaults that a small body cannot hold shrink to it (as the other models' do).
   const double wheelbase_m = Fill(spec.wheelbase_m, std::min(kDefaultWheelbase_m, length_m));
-  RETURN_IF_ERROR(CheckPositive(Field("wheelbase_m"), wheelbase_m, length_m));
+  RETURN_IF_ERROR(CheckInRange(Field("wheelbase_m"), wheelbase_m, kMinBodyDimension_m, length_m));
   const double cg_to_front_m =
       Fill(spec.cg_to_front_axle_m, kDefaultCgToFrontFraction * wheelbase_m);
   RETURN_IF_ERROR(CheckOpenPositive("cg_to_front_axle_m", cg_to_front_m, wheelbase_m));
   const double front_track_m = Fill(spec.front_track_m, std::min(kDefaultTrack_m, width_m));
-  RETURN_IF_ERROR(CheckPositive(Field("front_track_m"), front_track_m, width_m));
-  RETURN_IF_ERROR(CheckPositive(Field("rear_track_m"),
-                                Fill(spec.rear_track_m, std::min(kDefaultTrack_m, width_m)),
-                                width_m));
+  RETURN_IF_ERROR(
+      CheckInRange(Field("front_track_m"), front_track_m, kMinBodyDimension_m, width_m));
+  RETURN_IF_ERROR(CheckInRange(Field("rear_track_m"),
+                               Fill(spec.rear_track_m, std::min(kDefaultTrack_m, width_m)),
+                               kMinBodyDimension_m, width_m));
   const double overhang_m = length_m - wheelbase_m;
   RETURN_IF_ERROR(CheckInRange(Field("rear_overhang_m"),
                                Fill(spec.rear_overhang_m, 0.5 * overhang_m), 0.0, overhang_m));

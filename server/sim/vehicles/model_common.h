@@ -34,6 +34,11 @@ struct VehicleInput {
   double yaw_rate_radps = 0.0;  // Heading change per second (physics_body), rad/s.
 };
 
+// The shortest body side, wheelbase, axle distance or track, metres: a millimetre. A much
+// shorter one (down to a subnormal 1e-314) divides a speed into an infinite yaw rate and the
+// pose into NaN; no vehicle is that small.
+inline constexpr double kMinBodyDimension_m = 0.001;
+
 // Physical limits of a vehicle. Controls beyond them are clamped, never rejected.
 struct VehicleLimits {
   double max_steering_angle_rad = 0.6;  // Largest steering angle either way, rad, in (0, 1.5].

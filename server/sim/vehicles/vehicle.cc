@@ -149,8 +149,8 @@ absl::Status ResolveLimits(ModelKind kind, const VehicleLimits& defaults,
 }
 
 absl::Status ResolveModel(const VehicleSpec& spec, KinematicBicycleSpec& bicycle) {
-  RETURN_IF_ERROR(
-      CheckPositive("kinematic_bicycle.wheelbase_m", bicycle.wheelbase_m, spec.length_m));
+  RETURN_IF_ERROR(CheckInRange("kinematic_bicycle.wheelbase_m", bicycle.wheelbase_m,
+                               kMinBodyDimension_m, spec.length_m));
   const double overhang_m = spec.length_m - bicycle.wheelbase_m;
   if (!bicycle.rear_overhang_m.has_value()) bicycle.rear_overhang_m = 0.5 * overhang_m;
   return CheckInRange("kinematic_bicycle.rear_overhang_m", *bicycle.rear_overhang_m, 0.0,
@@ -212,8 +212,10 @@ absl::Status ResolveVehicleSpec(VehicleSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrCat("name: at most ", kMaxNameBytes, " bytes, got ", spec.name.size()));
   }
-  RETURN_IF_ERROR(CheckPositive("length_m", spec.length_m, kMaxBodyDimension_m));
-  RETURN_IF_ERROR(CheckPositive("width_m", spec.width_m, kMaxBodyDimension_m));
+  RETURN_IF_ERROR(
+      CheckInRange("length_m", spec.length_m, kMinBodyDimension_m, kMaxBodyDimension_m));
+  RETURN_IF_ERROR(
+      CheckInRange("width_m", spec.width_m, kMinBodyDimension_m, kMaxBodyDimension_m));
   RETURN_IF_ERROR(
       CheckInRange("initial_pose.x_m", spec.initial_pose.x_m, -kMaxCoordinate_m, kMaxCoordinate_m));
   RETURN_IF_ERROR(

@@ -30,7 +30,7 @@ enum class BicycleIntegrator {
 
 // The kinematic bicycle of seed 003; the reference point is the rear-axle centre.
 struct KinematicBicycleSpec {
-  double wheelbase_m = 2.7;  // Axle to axle, metres, in (0, length_m].
+  double wheelbase_m = 2.7;  // Axle to axle, metres, in [0.001, length_m].
   // Rear axle to the rear of the body, metres, in [0, length_m - wheelbase_m]. Unset: the
   // wheelbase is centred in the body, (length_m - wheelbase_m) / 2.
   std::optional<double> rear_overhang_m = {};
@@ -97,8 +97,8 @@ inline constexpr double kMaxSensorRange_m = 1000.0;
 // through ResolveVehicleSpec before use.
 struct VehicleSpec {
   std::string name;              // Label, at most kMaxNameBytes bytes.
-  double length_m = 4.5;         // Body length along the heading, metres, in (0, 100].
-  double width_m = 1.8;          // Body width across the heading, metres, in (0, 100].
+  double length_m = 4.5;         // Body length along the heading, metres, in [0.001, 100].
+  double width_m = 1.8;          // Body width across the heading, metres, in [0.001, 100].
   Pose2 initial_pose;            // Reference point at spawn; |x|, |y| <= kMaxCoordinate_m.
   double initial_speed_mps = 0;  // Signed speed at spawn, m/s, within the speed limits.
   // After ResolveVehicleSpec: every limit the model uses is set, the others unset.

@@ -50,6 +50,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"length_m", [](VehicleSpec& s) { s.length_m = -1; }},
         BadSpec{"length_m", [](VehicleSpec& s) { s.length_m = kNaN; }},
         BadSpec{"length_m", [](VehicleSpec& s) { s.length_m = 101; }},
+        // Found by command_fuzzer: a subnormal length (8.8e-314) made a force-based car's
+        // axle distance as short, its yaw rate infinite and its pose NaN.
+        BadSpec{"length_m", [](VehicleSpec& s) { s.length_m = 8.76e-314; }},
+        BadSpec{"length_m", [](VehicleSpec& s) { s.length_m = 0.00099; }},
+        BadSpec{"width_m", [](VehicleSpec& s) { s.width_m = 6.4e-145; }},
         BadSpec{"width_m", [](VehicleSpec& s) { s.width_m = kInf; }},
         BadSpec{"initial_pose.x_m", [](VehicleSpec& s) { s.initial_pose.x_m = kNaN; }},
         BadSpec{"initial_pose.y_m", [](VehicleSpec& s) { s.initial_pose.y_m = 2e7; }},
@@ -98,6 +103,14 @@ INSTANTIATE_TEST_SUITE_P(
                 [](VehicleSpec& s) { Bicycle(s).wheelbase_m = 0; }},
         BadSpec{"kinematic_bicycle.wheelbase_m",
                 [](VehicleSpec& s) { Bicycle(s).wheelbase_m = 4.6; }},
+        BadSpec{"kinematic_bicycle.wheelbase_m",
+                [](VehicleSpec& s) { Bicycle(s).wheelbase_m = 1e-300; }},
+        BadSpec{"force_based.axle_distance_m",
+                [](VehicleSpec& s) { s.model.emplace<ForceBasedSpec>().axle_distance_m = 1e-9; }},
+        BadSpec{"front_wheel_drive.wheelbase_m",
+                [](VehicleSpec& s) { s.model.emplace<FrontWheelDriveSpec>().wheelbase_m = 1e-9; }},
+        BadSpec{"four_wheel.front_track_m",
+                [](VehicleSpec& s) { s.model.emplace<FourWheelSpec>().front_track_m = 1e-9; }},
         BadSpec{"kinematic_bicycle.rear_overhang_m",
                 [](VehicleSpec& s) { Bicycle(s).rear_overhang_m = -0.1; }},
         BadSpec{"kinematic_bicycle.rear_overhang_m",
@@ -105,6 +118,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"name", [](VehicleSpec& s) { s.name = std::string(129, 'x'); }}));
 
 TEST(ResolveVehicleSpec, AcceptsTheBoundaries) {
+  VehicleSpec tiny;  // A millimetre-sized car, its wheelbase as long as its body.
+  tiny.length_m = 0.001;
+  tiny.width_m = 0.001;
+  Bicycle(tiny).wheelbase_m = 0.001;
+  EXPECT_TRUE(ResolveVehicleSpec(tiny).ok());
   VehicleSpec spec;
   spec.length_m = 100;
   spec.initial_speed_mps = -5;  // Exactly max reverse.
