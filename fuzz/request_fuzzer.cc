@@ -31,7 +31,7 @@ namespace {
 namespace v1 = ::pitlane::v1;
 
 // Low limits keep one input's work small: a Step of a few ticks of a few vehicles.
-constexpr session::ServerLimits kLimits = {
+const session::ServerLimits kLimits = {
     .max_sessions = 4, .max_vehicles_per_session = 16, .max_ticks_per_step = 16};
 
 // The session every request but CreateSession goes to: one vehicle of three models, a route

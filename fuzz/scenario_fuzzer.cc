@@ -22,7 +22,7 @@ namespace pitlane::fuzz {
 namespace {
 
 // High enough for every shipped scenario (highway: 1000), low enough for a quick input.
-constexpr session::ServerLimits kLimits = {
+const session::ServerLimits kLimits = {
     .max_sessions = 4, .max_vehicles_per_session = 1000, .max_ticks_per_step = 4};
 
 session::SessionManager& Manager() {
