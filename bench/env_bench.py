@@ -1,0 +1,67 @@
+"""Python-side throughput of the Gymnasium-style environment against the Python unary floor,
+side by side in one run (docs/benchmarks.md, issue 16):
+
+- the floor: GetState calls per second from one Python thread (one unary call each);
+- DrivingEnv.step() per second (today SetControls + Step: two unary calls a step).
+
+    /usr/bin/python3 bench/env_bench.py [--seconds 3] [--rounds 3]
+
+Starts its own server (build/bin/pitlane-server) on a free loopback port.
+"""
+import argparse
+import pathlib
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "client" / "python"))
+import pitlane  # pylint: disable=wrong-import-position
+from pitlane import envs  # pylint: disable=wrong-import-position
+
+
+def rate(call, seconds):
+    """Calls of `call` per second over `seconds`."""
+    done = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        call()
+        done += 1
+    return done / (time.perf_counter() - start)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    server = subprocess.Popen(
+        [str(REPO / "build" / "bin" / "pitlane-server"), "--listen=127.0.0.1:0",
+         "--http_listen="], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    address = re.search(r"listening on (\S+)", server.stdout.readline()).group(1)
+    try:
+        client = pitlane.Client(address)
+        sid = client.create_session(name="floor").session_id
+        client.spawn_vehicle(sid)
+        env = envs.DrivingEnv(address, max_episode_steps=10**9, range_beams=0)
+        env.reset(seed=0)
+        action = [0.5, 0.05]
+        floors, steps = [], []
+        for _ in range(args.rounds):  # Alternating, so that both see the same machine.
+            floors.append(rate(lambda: client.get_state(sid), args.seconds))
+            steps.append(rate(lambda: env.step(action), args.seconds))
+        floor, step = statistics.median(floors), statistics.median(steps)
+        print(f"unary floor (GetState): {floor:,.0f} calls/s  rounds {[round(f) for f in floors]}")
+        print(f"DrivingEnv.step:        {step:,.0f} steps/s  rounds {[round(s) for s in steps]}")
+        print(f"steps / floor:          {step / floor:.2f}")
+        env.close()
+        client.close()
+    finally:
+        server.terminate()
+        server.wait()
+
+
+if __name__ == "__main__":
+    main()
