@@ -174,3 +174,14 @@ def test_multi_agent_env_on_one_shared_session(address):
             m.step({})
     finally:
         m.close()
+
+
+def test_a_dropped_env_deletes_its_session(address, client):
+    e = envs.DrivingEnv(address)
+    e.reset(seed=0)
+    sid = e.session_id
+    assert sid in {s.session_id for s in client.list_sessions()}
+    del e
+    import gc  # pylint: disable=import-outside-toplevel
+    gc.collect()
+    assert sid not in {s.session_id for s in client.list_sessions()}

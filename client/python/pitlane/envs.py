@@ -232,6 +232,14 @@ class _SessionOwner:
         if self._own_client:
             self.client.close()
 
+    def __del__(self):
+        # An environment dropped without close() deletes its session, so that it does not
+        # count against the client's sessions until the server's idle timeout.
+        try:
+            self.close()
+        except Exception:  # pylint: disable=broad-except  # Interpreter shutdown, a dead server.
+            pass
+
 
 class DrivingEnv(_SessionOwner, _BASE):
     """One car in a LOCKSTEP session of its own (see the module's documentation).
