@@ -2,9 +2,11 @@
 side by side in one run (docs/benchmarks.md, issue 16):
 
 - the floor: GetState calls per second from one Python thread (one unary call each);
-- DrivingEnv.step() per second (today SetControls + Step: two unary calls a step).
+- DrivingEnv.step() per second (one StepSessions call a step);
+- VectorDrivingEnv.step() over --envs sessions (64): agent-steps per second (one StepSessions
+  call steps them all).
 
-    /usr/bin/python3 bench/env_bench.py [--seconds 3] [--rounds 3]
+    /usr/bin/python3 bench/env_bench.py [--seconds 3] [--rounds 3] [--envs 64]
 
 Starts its own server (build/bin/pitlane-server) on a free loopback port.
 """
@@ -36,6 +38,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--envs", type=int, default=64)
     args = parser.parse_args()
     server = subprocess.Popen(
         [str(REPO / "build" / "bin" / "pitlane-server"), "--listen=127.0.0.1:0",
@@ -47,16 +50,25 @@ def main():
         client.spawn_vehicle(sid)
         env = envs.DrivingEnv(address, max_episode_steps=10**9, range_beams=0)
         env.reset(seed=0)
+        vector = envs.VectorDrivingEnv(args.envs, address, max_episode_steps=10**9,
+                                       range_beams=0)
+        vector.reset(seed=0)
         action = [0.5, 0.05]
-        floors, steps = [], []
-        for _ in range(args.rounds):  # Alternating, so that both see the same machine.
+        actions = [action] * args.envs
+        floors, steps, agent_steps = [], [], []
+        for _ in range(args.rounds):  # Alternating, so that all see the same machine.
             floors.append(rate(lambda: client.get_state(sid), args.seconds))
             steps.append(rate(lambda: env.step(action), args.seconds))
+            agent_steps.append(args.envs * rate(lambda: vector.step(actions), args.seconds))
         floor, step = statistics.median(floors), statistics.median(steps)
+        agents = statistics.median(agent_steps)
         print(f"unary floor (GetState): {floor:,.0f} calls/s  rounds {[round(f) for f in floors]}")
         print(f"DrivingEnv.step:        {step:,.0f} steps/s  rounds {[round(s) for s in steps]}")
         print(f"steps / floor:          {step / floor:.2f}")
+        print(f"VectorDrivingEnv({args.envs}).step: {agents:,.0f} agent-steps/s  rounds "
+              f"{[round(a) for a in agent_steps]}")
         env.close()
+        vector.close()
         client.close()
     finally:
         server.terminate()

@@ -8,6 +8,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,7 @@
 #include "server/api/rpc_counts.h"
 #include "server/api/scenarios.h"
 #include "server/api/wire.h"
+#include "server/util/echo.h"
 #include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
 
@@ -666,7 +668,208 @@ std::optional<absl::StatusOr<session::StepResult>> PendingStep::TakeOrHandTo(
   return std::nullopt;
 }
 
+// A StepSessions call: the Steps of many sessions, each answered into its own result; the
+// call finishes when the last one is in (on whichever thread delivers it). A client that
+// cancels stops every Step still running between two ticks.
+//
+// Ownership: shared by gRPC (until OnDone) and every Step's on_done, so none can outlive the
+// others' use of it.
+class BatchStepReactor final : public grpc::ServerUnaryReactor {
+ public:
+  BatchStepReactor(v1::StepSessionsResponse response,
+                   std::vector<std::vector<std::uint64_t>> filters, grpc::ByteBuffer* raw_response,
+                   RpcCounts& rpcs)
+      : response_(std::move(response)),
+        filters_(std::move(filters)),
+        raw_response_(raw_response),
+        rpcs_(rpcs),
+        remaining_(response_.results_size()),
+        unlaunched_(response_.results_size()) {}
+
+  void Own(std::shared_ptr<BatchStepReactor> self) { self_ = std::move(self); }
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    for (const std::shared_ptr<session::StepTicket>& ticket : tickets_) ticket->Cancel();
+  }
+  void OnDone() override { self_.reset(); }  // May destroy this object: nothing may follow.
+
+  // Step `index` started: its result will be delivered.
+  void Launched(std::shared_ptr<session::StepTicket> ticket) {
+    absl::MutexLock lock(&mu_);
+    --unlaunched_;
+    tickets_.push_back(std::move(ticket));
+  }
+
+  // Step `index`'s result (any thread, once per step); the last answers the call.
+  void Deliver(int index, absl::StatusOr<session::StepResult> result) {
+    {
+      absl::MutexLock lock(&mu_);
+      v1::SessionStepResult& out = *response_.mutable_results(index);
+      const absl::Status encoded = Guarded([&]() -> absl::Status {
+        RETURN_IF_ERROR(result.status());
+        FrameToProto(*result->frame, out.mutable_state());
+        const std::vector<std::uint64_t>& only = filters_[index];
+        if (!only.empty()) {
+          auto* vehicles = out.mutable_state()->mutable_vehicles();
+          vehicles->erase(std::remove_if(vehicles->begin(), vehicles->end(),
+                                         [&](const v1::VehicleState& v) {
+                                           return std::find(only.begin(), only.end(),
+                                                            v.vehicle_id()) == only.end();
+                                         }),
+                          vehicles->end());
+        }
+        return absl::OkStatus();
+      });
+      if (!encoded.ok()) Fail(out, encoded);
+      if (--remaining_ > 0 || !started_) return;
+    }
+    Answer();
+  }
+
+  // A step that failed before it started: its result says why.
+  void Refuse(int index, const absl::Status& status) {
+    absl::MutexLock lock(&mu_);
+    Fail(*response_.mutable_results(index), status);
+    --unlaunched_;
+    --remaining_;
+  }
+
+  // After the handler has started (or refused) every step: answers if all are in. With an
+  // error (an exception in the handler), the call ends with it once the steps started are in,
+  // and those not started never run.
+  void Started(const absl::Status& error = absl::OkStatus()) {
+    {
+      absl::MutexLock lock(&mu_);
+      started_ = true;
+      error_ = error;
+      remaining_ -= unlaunched_;
+      unlaunched_ = 0;
+      if (!error.ok()) {
+        for (const std::shared_ptr<session::StepTicket>& ticket : tickets_) ticket->Cancel();
+      }
+      if (remaining_ > 0) return;
+    }
+    Answer();
+  }
+
+ private:
+  static void Fail(v1::SessionStepResult& out, const absl::Status& status) {
+    out.clear_state();
+    out.set_code(static_cast<int>(status.code()));
+    out.set_message(std::string(status.message()));
+  }
+
+  void Answer() {
+    const absl::Status status = Guarded([&]() -> absl::Status {
+      absl::MutexLock lock(&mu_);
+      RETURN_IF_ERROR(error_);
+      RETURN_IF_ERROR(CheckResponseSize(
+          response_.ByteSizeLong(),
+          "the sessions were stepped, but their states are too large for one response; ask "
+          "for fewer vehicles (vehicle_ids) or fewer sessions at a time"));
+      *raw_response_ = SerializeMessage(response_);
+      return absl::OkStatus();
+    });
+    grpc::Status finished = ToGrpcStatus(status);
+    rpcs_.Count("StepSessions", finished.error_code());
+    Finish(std::move(finished));
+  }
+
+  absl::Mutex mu_;
+  v1::StepSessionsResponse response_ ABSL_GUARDED_BY(mu_);
+  const std::vector<std::vector<std::uint64_t>> filters_;
+  grpc::ByteBuffer* const raw_response_;
+  RpcCounts& rpcs_;
+  int remaining_ ABSL_GUARDED_BY(mu_);   // Results not in yet.
+  int unlaunched_ ABSL_GUARDED_BY(mu_);  // Steps neither started nor refused yet.
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<session::StepTicket>> tickets_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<BatchStepReactor> self_;
+};
+
 }  // namespace
+
+grpc::ServerUnaryReactor* SimulatorService::StepSessions(grpc::CallbackServerContext* context,
+                                                         const grpc::ByteBuffer* raw_request,
+                                                         grpc::ByteBuffer* raw_response) {
+  std::shared_ptr<BatchStepReactor> batch;
+  const absl::Status status = Guarded([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const Caller caller, access_.Authenticate(*context));
+    v1::StepSessionsRequest request;
+    RETURN_IF_ERROR(ParseRequest(*raw_request, request));
+    const int count = request.steps_size();
+    if (count < 1 || count > kMaxSessionsPerStepSessions) {
+      return absl::InvalidArgumentError(absl::StrCat("steps: 1 to ",
+                                                     kMaxSessionsPerStepSessions,
+                                                     " sessions, got ", count));
+    }
+    // Everything checked before anything changes: each session known, named once, and one
+    // the token may step; its controls and vehicle ids within bounds.
+    std::vector<std::shared_ptr<session::Session>> sessions;
+    sessions.reserve(count);
+    absl::flat_hash_set<absl::string_view> seen;
+    std::int64_t controls = 0;
+    for (int i = 0; i < count; ++i) {
+      const v1::SessionStep& step = request.steps(i);
+      const std::string field = absl::StrCat("steps[", i, "]");
+      if (!seen.insert(step.session_id()).second) {
+        return absl::InvalidArgumentError(absl::StrCat(field, ".session_id: session \"",
+                                                       Echo(step.session_id()),
+                                                       "\" is named twice"));
+      }
+      controls += step.controls_size() + step.vehicle_ids_size();
+      if (controls > kMaxControlsPerCall) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ": at most ", kMaxControlsPerCall, " controls and vehicle ids per call"));
+      }
+      absl::StatusOr<std::shared_ptr<session::Session>> session =
+          Authorized(caller, auth::Need::kOwn, step.session_id());
+      if (!session.ok()) return PrefixField(field, session.status());
+      sessions.push_back(*std::move(session));
+    }
+    v1::StepSessionsResponse response;
+    std::vector<std::vector<std::uint64_t>> filters(count);
+    for (int i = 0; i < count; ++i) {
+      response.add_results()->set_session_id(request.steps(i).session_id());
+      filters[i].assign(request.steps(i).vehicle_ids().begin(),
+                        request.steps(i).vehicle_ids().end());
+    }
+    batch = std::make_shared<BatchStepReactor>(std::move(response), std::move(filters),
+                                               raw_response, rpcs_);
+    batch->Own(batch);
+    for (int i = 0; i < count; ++i) {
+      const v1::SessionStep& step = request.steps(i);
+      if (!step.controls().empty()) {
+        std::vector<sim::VehicleInput> inputs;
+        inputs.reserve(step.controls_size());
+        for (const v1::VehicleControl& control : step.controls()) {
+          inputs.push_back(VehicleInputFromProto(control));
+        }
+        const auto set = sessions[i]->SetControls(inputs);
+        if (!set.ok()) {
+          batch->Refuse(i, InField("controls", set.status()));
+          continue;
+        }
+      }
+      absl::StatusOr<std::shared_ptr<session::StepTicket>> started = sessions[i]->StartStep(
+          step.ticks(), std::nullopt, [batch, i](absl::StatusOr<session::StepResult> result) {
+            batch->Deliver(i, std::move(result));
+          });
+      if (!started.ok()) {
+        batch->Refuse(i, started.status());
+        continue;
+      }
+      batch->Launched(*std::move(started));
+    }
+    return absl::OkStatus();
+  });
+  if (batch != nullptr) {
+    batch->Started(status);
+    return batch.get();
+  }
+  return FinishUnary(context, status, rpcs_, "StepSessions");
+}
 
 grpc::ServerUnaryReactor* SimulatorService::CreateSession(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {

@@ -29,6 +29,8 @@ namespace v1 = ::pitlane::v1;
 inline constexpr int kMaxSpawnsPerCall = 100000;
 inline constexpr int kMaxControlsPerCall = 1000000;
 inline constexpr int kMaxObstaclesPerCall = 100000;
+// Sessions one StepSessions call may step.
+inline constexpr int kMaxSessionsPerStepSessions = 1024;
 
 // Every method is raw (grpc::ByteBuffer in and out, see wire.h): requests are parsed here, so
 // that a request that does not parse is a clear INVALID_ARGUMENT, and StreamStates' streams
@@ -47,6 +49,7 @@ using RawSimulatorService =
     S::WithRawCallbackMethod_RemoveObstacle<
     S::WithRawCallbackMethod_SetControls<
     S::WithRawCallbackMethod_Step<
+    S::WithRawCallbackMethod_StepSessions<
     S::WithRawCallbackMethod_Drive<
     S::WithRawCallbackMethod_SetClock<
     S::WithRawCallbackMethod_GetState<
@@ -54,7 +57,7 @@ using RawSimulatorService =
     S::WithRawCallbackMethod_MintToken<
     S::WithRawCallbackMethod_RevokeToken<
     S::WithRawCallbackMethod_DetachController<
-    S::Service>>>>>>>>>>>>>>>>>>;
+    S::Service>>>>>>>>>>>>>>>>>>>;
 }  // namespace raw_methods
 
 class SimulatorService final : public raw_methods::RawSimulatorService {
@@ -125,6 +128,9 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   grpc::ServerUnaryReactor* Step(grpc::CallbackServerContext* context,
                                 const grpc::ByteBuffer* request,
                                 grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* StepSessions(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ResetSession(grpc::CallbackServerContext* context,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;

@@ -206,12 +206,15 @@ class Client(_client._Api):
 
     async def _unary(self, method: str, request, then=lambda response: response):
         call = getattr(self.stub, method)
+        # The session the token rules apply to (none for a StepSessions call: the own token),
+        # and the one a proxy routes by (its first session's).
         session_id = getattr(request, "session_id", None) or None
+        route = _client._session_of(request) or None
 
         async def attempt(token):
             try:
                 response = await call(request, timeout=self.timeout_s,
-                                      metadata=self._metadata(session_id, token))
+                                      metadata=self._metadata(route, token))
                 return response, grpc.StatusCode.OK, None
             except grpc.aio.AioRpcError as error:
                 return None, error.code(), error

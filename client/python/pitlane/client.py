@@ -486,10 +486,10 @@ class _Route(
         return details
 
     def intercept_unary_unary(self, continuation, details, request):
-        return continuation(self._with(details, getattr(request, "session_id", None)), request)
+        return continuation(self._with(details, _session_of(request)), request)
 
     def intercept_unary_stream(self, continuation, details, request):
-        return continuation(self._with(details, getattr(request, "session_id", None)), request)
+        return continuation(self._with(details, _session_of(request)), request)
 
     def intercept_stream_unary(self, continuation, details, request_iterator):
         return continuation(self._with(details, None), request_iterator)
@@ -503,6 +503,26 @@ _TOKEN_ROLES = {
     "driver": pb.TOKEN_ROLE_DRIVER,
     "viewer": pb.TOKEN_ROLE_VIEWER,
 }
+
+
+def _control_list(controls):
+    """set_controls's forms of controls, as a list of VehicleControl."""
+    if isinstance(controls, Mapping):
+        return [
+            control(vid, **value)
+            if isinstance(value, Mapping)
+            else control(vid, acceleration_mps2=value[0], steering_angle_rad=value[1])
+            for vid, value in controls.items()
+        ]
+    return list(controls)
+
+
+def _session_of(request):
+    """The session a request is about (the first one of a StepSessions call), or None."""
+    session_id = getattr(request, "session_id", None)
+    if session_id is None and isinstance(request, pb.StepSessionsRequest) and request.steps:
+        session_id = request.steps[0].session_id
+    return session_id
 
 
 def _step_request(session_id, ticks, expected_tick):
@@ -849,15 +869,36 @@ class _Api:
         Returns:
             The response, with ``time`` and ``applies_from_tick``.
         """
-        if isinstance(controls, Mapping):
-            controls = [
-                control(vid, **value)
-                if isinstance(value, Mapping)
-                else control(vid, acceleration_mps2=value[0], steering_angle_rad=value[1])
-                for vid, value in controls.items()
-            ]
-        return self._unary("SetControls",
-                           pb.SetControlsRequest(session_id=session_id, controls=controls))
+        return self._unary("SetControls", pb.SetControlsRequest(
+            session_id=session_id, controls=_control_list(controls)))
+
+    def step_sessions(self, steps: Sequence[Mapping]) -> list[pb.SessionStepResult]:
+        """Sets controls and steps many sessions in one call (a vector of environments).
+
+        Args:
+            steps: One mapping per session: ``session_id``, ``ticks`` (default 1),
+                ``controls`` (as ``set_controls``; default none) and ``vehicle_ids`` (only
+                these vehicles in the state returned; default all); or a
+                ``pb.StepSessionsRequest`` made already.
+
+        Returns:
+            One ``SessionStepResult`` per step, in order: ``state`` after its ticks, or
+            ``code`` (a grpc.StatusCode value) and ``message`` if that session's controls or
+            Step failed; the others are stepped regardless. The call itself raises (and changes
+            nothing) for a malformed request, a session named twice or unknown, or one the
+            token may not step. Behind a proxy, all the sessions must be on one server.
+        """
+        if isinstance(steps, pb.StepSessionsRequest):  # Made already (a vector env's).
+            return self._unary("StepSessions", steps, lambda r: list(r.results))
+        request = pb.StepSessionsRequest()
+        for step in steps:
+            unknown = set(step) - {"session_id", "ticks", "controls", "vehicle_ids"}
+            if unknown:
+                raise ValueError(f"step_sessions: unknown keys {sorted(unknown)}")
+            request.steps.add(session_id=step["session_id"], ticks=step.get("ticks", 1),
+                              controls=_control_list(step.get("controls", ())),
+                              vehicle_ids=step.get("vehicle_ids", ()))
+        return self._unary("StepSessions", request, lambda r: list(r.results))
 
     def step(
         self,

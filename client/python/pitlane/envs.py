@@ -46,7 +46,7 @@ try:  # Gymnasium's spaces and base class when installed; the env works without 
 except ImportError:  # pragma: no cover - depends on the machine
     _gym = None
 
-__all__ = ["Box", "DrivingEnv", "MultiAgentDrivingEnv"]
+__all__ = ["Box", "DrivingEnv", "MultiAgentDrivingEnv", "VectorDrivingEnv"]
 
 
 class Box:
@@ -115,6 +115,8 @@ class _Car:
         low += [0.0] * range_beams
         high += [range_max_m] * range_beams
         self.observation_space = _box(low, high)
+        self._action_low = [float(v) for v in self.action_space.low]
+        self._action_high = [float(v) for v in self.action_space.high]
 
     def spec(self, x_m, y_m, yaw_rad, name=""):
         range_scan = None
@@ -133,20 +135,29 @@ class _Car:
         if action.shape != (2,) or not np.all(np.isfinite(action)):
             raise ValueError("action: two finite numbers, [acceleration_mps2, "
                              "steering_angle_rad]")
-        low, high = self.action_space.low, self.action_space.high
-        accel, steer = np.clip(action, low, high)
-        return pitlane.control(vehicle_id, acceleration_mps2=float(accel),
-                               steering_angle_rad=float(steer))
+        low, high = self._action_low, self._action_high
+        return pb.VehicleControl(
+            vehicle_id=vehicle_id,
+            acceleration_mps2=min(max(float(action[0]), low[0]), high[0]),
+            steering_angle_rad=min(max(float(action[1]), low[1]), high[1]))
 
-    def observe(self, vehicle: pb.VehicleState) -> np.ndarray:
+    def values(self, vehicle: pb.VehicleState) -> list:
+        """The observation's numbers, before the float32 array and its bounds."""
         values = [vehicle.speed_mps, vehicle.yaw_rate_radps, vehicle.steering_angle_rad,
                   math.cos(vehicle.yaw_rad), math.sin(vehicle.yaw_rad),
                   vehicle.x_m / self.world_scale, vehicle.y_m / self.world_scale]
         if self.range_beams > 0:
             ranges = list(vehicle.range_scan.ranges_m) or [self.range_max_m] * self.range_beams
             values += [min(r, self.range_max_m) for r in ranges]
-        obs = np.asarray(values, dtype=np.float32)
-        return np.clip(obs, self.observation_space.low, self.observation_space.high)
+        return values
+
+    def bound(self, values) -> np.ndarray:
+        """The observation (or, for rows of values, observations) within its bounds."""
+        return np.clip(np.asarray(values, dtype=np.float32), self.observation_space.low,
+                       self.observation_space.high)
+
+    def observe(self, vehicle: pb.VehicleState) -> np.ndarray:
+        return self.bound(self.values(vehicle))
 
     def reached_goal(self, vehicle: pb.VehicleState) -> bool:
         if self.goal is None:
@@ -314,18 +325,36 @@ class DrivingEnv(_SessionOwner, _BASE):
         return self._car.observe(vehicle), self._info(vehicle)
 
     def step(self, action):
+        # One call: the controls and the ticks together (StepSessions with this session).
+        result = self.client.step_sessions([self._session_step(action, only_ego=False)])[0]
+        return self._after_step(result)
+
+    def _session_step(self, action, only_ego):
+        """This env's part of a StepSessions call for `action`."""
         if self.session_id is None:
             raise RuntimeError("call reset() before step()")
+        step = {"session_id": self.session_id, "ticks": self._ticks_per_step,
+                "controls": [self._car.control(self.vehicle_id, action)]}
+        if only_ego:
+            step["vehicle_ids"] = [self.vehicle_id]
+        return step
+
+    def _after_step(self, result: pb.SessionStepResult, raw: bool = False):
+        """(obs, reward, terminated, truncated, info) from this env's StepSessions result (the
+        observation's unbounded values instead of its array with `raw`)."""
+        if result.code != 0:
+            raise RuntimeError(f"session {result.session_id}: {result.message} (gRPC code "
+                               f"{result.code})")
         previous = _vehicle(self._state, self.vehicle_id)
-        self.client.set_controls(self.session_id, [self._car.control(self.vehicle_id, action)])
-        self._state = self.client.step(self.session_id, ticks=self._ticks_per_step)
+        self._state = result.state
         self._steps += 1
         vehicle = _vehicle(self._state, self.vehicle_id)
         info = self._info(vehicle)
         terminated = bool(vehicle.crashed or self._car.reached_goal(vehicle))
         truncated = self._steps >= self.max_episode_steps and not terminated
         reward = self._car.reward(previous, vehicle, info)
-        return self._car.observe(vehicle), reward, terminated, truncated, info
+        observation = self._car.values(vehicle) if raw else self._car.observe(vehicle)
+        return observation, reward, terminated, truncated, info
 
     def _info(self, vehicle):
         return {"tick": self._state.time.tick, "crashed": vehicle.crashed,
@@ -338,6 +367,93 @@ class DrivingEnv(_SessionOwner, _BASE):
         if self.render_mode != "rgb_array" or self._state is None:
             return None
         return _render(self._state, self.vehicle_id, self._bounds, self._car.body_offset_m)
+
+
+class VectorDrivingEnv:
+    """``num_envs`` DrivingEnvs (sessions of their own, on one client) stepped together by one
+    StepSessions call a step: Gymnasium's vector API. ``reset(seed=s)`` seeds env i with
+    ``s + i``; ``step(actions)`` takes an array of shape (num_envs, 2) and returns arrays
+    (observations (num_envs, obs_dim), rewards, terminated, truncated) and ``infos`` (a dict of
+    arrays). An env that terminates or truncates is reset at once (the next episode's first
+    observation is returned; the last one is in ``infos["final_observation"][i]``, with
+    ``infos["_final_observation"]`` the mask). The other arguments are DrivingEnv's."""
+
+    metadata = {"autoreset_mode": "same-step"}
+
+    def __init__(self, num_envs: int, address: str = "127.0.0.1:50051", *, client=None,
+                 token: Optional[str] = None, **env):
+        if num_envs < 1:
+            raise ValueError("num_envs must be at least 1")
+        self._own_client = client is None
+        self.client = client if client is not None else pitlane.Client(address, token=token)
+        self.envs = [DrivingEnv(client=self.client, **env) for _ in range(num_envs)]
+        self.num_envs = num_envs
+        self.single_action_space = self.envs[0].action_space
+        self.single_observation_space = self.envs[0].observation_space
+        low = self.single_observation_space.low
+        high = self.single_observation_space.high
+        self.observation_space = _box(np.broadcast_to(low, (num_envs, *low.shape)),
+                                      np.broadcast_to(high, (num_envs, *high.shape)))
+        a_low, a_high = self.single_action_space.low, self.single_action_space.high
+        self.action_space = _box(np.broadcast_to(a_low, (num_envs, *a_low.shape)),
+                                 np.broadcast_to(a_high, (num_envs, *a_high.shape)))
+
+    def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
+        observations, infos = [], []
+        for i, env in enumerate(self.envs):
+            obs, info = env.reset(seed=None if seed is None else seed + i, options=options)
+            observations.append(obs)
+            infos.append(info)
+        return np.stack(observations), _stack_infos(infos)
+
+    def step(self, actions):
+        actions = np.asarray(actions, dtype=np.float64)
+        if actions.shape != (self.num_envs, 2) or not np.all(np.isfinite(actions)):
+            raise ValueError(f"actions: shape ({self.num_envs}, 2), finite; got "
+                             f"{actions.shape}")
+        low, high = self.single_action_space.low, self.single_action_space.high
+        clipped = np.clip(actions, low, high).tolist()
+        request = pb.StepSessionsRequest()
+        for env, (accel, steer) in zip(self.envs, clipped):
+            # pylint: disable=protected-access
+            if env.session_id is None:
+                raise RuntimeError("call reset() before step()")
+            step = request.steps.add(session_id=env.session_id, ticks=env._ticks_per_step)
+            step.controls.add(vehicle_id=env.vehicle_id, acceleration_mps2=accel,
+                              steering_angle_rad=steer)
+            step.vehicle_ids.append(env.vehicle_id)
+        results = self.client.step_sessions(request)
+        rows = []
+        rewards = np.empty(self.num_envs, dtype=np.float64)
+        terminated = np.zeros(self.num_envs, dtype=bool)
+        truncated = np.zeros(self.num_envs, dtype=bool)
+        infos = []
+        final = np.empty(self.num_envs, dtype=object)
+        for i, (env, result) in enumerate(zip(self.envs, results)):
+            values, rewards[i], terminated[i], truncated[i], info = env._after_step(  # pylint: disable=protected-access
+                result, raw=True)
+            if terminated[i] or truncated[i]:
+                final[i] = env._car.bound(values)  # pylint: disable=protected-access
+                obs, _ = env.reset()
+                values = obs.tolist()
+            rows.append(values)
+            infos.append(info)
+        observations = self.envs[0]._car.bound(rows)  # pylint: disable=protected-access
+        stacked = _stack_infos(infos)
+        stacked["final_observation"] = final
+        stacked["_final_observation"] = terminated | truncated
+        return observations, rewards, terminated, truncated, stacked
+
+    def close(self):
+        for env in self.envs:
+            env.close()
+        if self._own_client:
+            self.client.close()
+
+
+def _stack_infos(infos):
+    """A list of per-env info dicts as one dict of arrays (Gymnasium's vector form)."""
+    return {key: np.array([info[key] for info in infos]) for key in infos[0]}
 
 
 class MultiAgentDrivingEnv(_SessionOwner):
