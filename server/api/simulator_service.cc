@@ -700,28 +700,48 @@ class BatchStepReactor final : public grpc::ServerUnaryReactor {
     tickets_.push_back(std::move(ticket));
   }
 
-  // Step `index`'s result (any thread, once per step); the last answers the call.
+  // Step `index`'s result (any thread, once per step); the last answers the call. Encoded
+  // outside the lock (results from several workers in parallel).
   void Deliver(int index, absl::StatusOr<session::StepResult> result) {
+    v1::SessionStepResult out;
+    const absl::Status encoded = Guarded([&]() -> absl::Status {
+      RETURN_IF_ERROR(result.status());
+      FrameToProto(*result->frame, out.mutable_state());
+      const std::vector<std::uint64_t>& only = filters_[index];  // Sorted.
+      if (!only.empty()) {
+        auto* vehicles = out.mutable_state()->mutable_vehicles();
+        vehicles->erase(std::remove_if(vehicles->begin(), vehicles->end(),
+                                       [&](const v1::VehicleState& v) {
+                                         return !std::binary_search(only.begin(), only.end(),
+                                                                    v.vehicle_id());
+                                       }),
+                        vehicles->end());
+      }
+      return absl::OkStatus();
+    });
     {
       absl::MutexLock lock(&mu_);
-      v1::SessionStepResult& out = *response_.mutable_results(index);
-      const absl::Status encoded = Guarded([&]() -> absl::Status {
-        RETURN_IF_ERROR(result.status());
-        FrameToProto(*result->frame, out.mutable_state());
-        const std::vector<std::uint64_t>& only = filters_[index];
-        if (!only.empty()) {
-          auto* vehicles = out.mutable_state()->mutable_vehicles();
-          vehicles->erase(std::remove_if(vehicles->begin(), vehicles->end(),
-                                         [&](const v1::VehicleState& v) {
-                                           return std::find(only.begin(), only.end(),
-                                                            v.vehicle_id()) == only.end();
-                                         }),
-                          vehicles->end());
+      if (answered_) return;  // The call ended already (an error in its handler).
+      v1::SessionStepResult& slot = *response_.mutable_results(index);
+      if (!encoded.ok()) {
+        Fail(slot, encoded);
+      } else {
+        // The response as a whole must fit one message: a state beyond that is this
+        // session's RESOURCE_EXHAUSTED, not the call's (the others keep theirs).
+        const std::size_t bytes = out.state().ByteSizeLong();
+        const absl::Status fits = CheckResponseSize(
+            bytes_ + bytes,
+            "this session was stepped, but its state does not fit in the response with the "
+            "others'; ask for fewer vehicles (vehicle_ids) or fewer sessions at a time");
+        if (fits.ok()) {
+          bytes_ += bytes;
+          slot.mutable_state()->Swap(out.mutable_state());
+        } else {
+          Fail(slot, fits);
         }
-        return absl::OkStatus();
-      });
-      if (!encoded.ok()) Fail(out, encoded);
+      }
       if (--remaining_ > 0 || !started_) return;
+      answered_ = true;
     }
     Answer();
   }
@@ -745,9 +765,13 @@ class BatchStepReactor final : public grpc::ServerUnaryReactor {
       remaining_ -= unlaunched_;
       unlaunched_ = 0;
       if (!error.ok()) {
+        // Ended now: a step whose start was interrupted may still deliver; it is dropped.
         for (const std::shared_ptr<session::StepTicket>& ticket : tickets_) ticket->Cancel();
+      } else if (remaining_ > 0) {
+        return;
       }
-      if (remaining_ > 0) return;
+      if (answered_) return;
+      answered_ = true;
     }
     Answer();
   }
@@ -763,10 +787,6 @@ class BatchStepReactor final : public grpc::ServerUnaryReactor {
     const absl::Status status = Guarded([&]() -> absl::Status {
       absl::MutexLock lock(&mu_);
       RETURN_IF_ERROR(error_);
-      RETURN_IF_ERROR(CheckResponseSize(
-          response_.ByteSizeLong(),
-          "the sessions were stepped, but their states are too large for one response; ask "
-          "for fewer vehicles (vehicle_ids) or fewer sessions at a time"));
       *raw_response_ = SerializeMessage(response_);
       return absl::OkStatus();
     });
@@ -783,6 +803,8 @@ class BatchStepReactor final : public grpc::ServerUnaryReactor {
   int remaining_ ABSL_GUARDED_BY(mu_);   // Results not in yet.
   int unlaunched_ ABSL_GUARDED_BY(mu_);  // Steps neither started nor refused yet.
   bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool answered_ ABSL_GUARDED_BY(mu_) = false;  // Answer runs once, whatever comes after.
+  std::size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;  // Of the states kept so far.
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<session::StepTicket>> tickets_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<BatchStepReactor> self_;
@@ -826,6 +848,11 @@ grpc::ServerUnaryReactor* SimulatorService::StepSessions(grpc::CallbackServerCon
       absl::StatusOr<std::shared_ptr<session::Session>> session =
           Authorized(caller, auth::Need::kOwn, step.session_id());
       if (!session.ok()) return PrefixField(field, session.status());
+      if (step.ticks() < 1 || step.ticks() > (*session)->max_ticks_per_step()) {
+        return absl::InvalidArgumentError(absl::StrCat(field, ".ticks: must be in [1, ",
+                                                       (*session)->max_ticks_per_step(),
+                                                       "], got ", step.ticks()));
+      }
       sessions.push_back(*std::move(session));
     }
     v1::StepSessionsResponse response;
@@ -834,17 +861,31 @@ grpc::ServerUnaryReactor* SimulatorService::StepSessions(grpc::CallbackServerCon
       response.add_results()->set_session_id(request.steps(i).session_id());
       filters[i].assign(request.steps(i).vehicle_ids().begin(),
                         request.steps(i).vehicle_ids().end());
+      std::sort(filters[i].begin(), filters[i].end());
     }
     batch = std::make_shared<BatchStepReactor>(std::move(response), std::move(filters),
                                                raw_response, rpcs_);
     batch->Own(batch);
     for (int i = 0; i < count; ++i) {
       const v1::SessionStep& step = request.steps(i);
+      // A Step that cannot start (a clock pacing the session) is refused before its controls
+      // are set; the controls held before are put back if it is refused after all (the clock
+      // changed meanwhile, its queue full): a failed step changes nothing of its session.
+      if (const absl::Status can_step = sessions[i]->CheckStep(step.ticks()); !can_step.ok()) {
+        batch->Refuse(i, can_step);
+        continue;
+      }
+      std::vector<sim::VehicleInput> before;
       if (!step.controls().empty()) {
         std::vector<sim::VehicleInput> inputs;
+        std::vector<sim::VehicleId> ids;
         inputs.reserve(step.controls_size());
         for (const v1::VehicleControl& control : step.controls()) {
           inputs.push_back(VehicleInputFromProto(control));
+          ids.push_back(control.vehicle_id());
+        }
+        for (const std::optional<sim::VehicleInput>& held : sessions[i]->HeldControls(ids)) {
+          if (held.has_value()) before.push_back(*held);
         }
         const auto set = sessions[i]->SetControls(inputs);
         if (!set.ok()) {
@@ -857,6 +898,7 @@ grpc::ServerUnaryReactor* SimulatorService::StepSessions(grpc::CallbackServerCon
             batch->Deliver(i, std::move(result));
           });
       if (!started.ok()) {
+        if (!before.empty()) (void)sessions[i]->SetControls(before);
         batch->Refuse(i, started.status());
         continue;
       }

@@ -344,6 +344,11 @@ absl::Status Session::CheckStepLocked(std::uint32_t ticks) const {
   return absl::OkStatus();
 }
 
+absl::Status Session::CheckStep(std::uint32_t ticks) const {
+  absl::MutexLock lock(&mu_);
+  return CheckStepLocked(ticks);
+}
+
 absl::StatusOr<std::shared_ptr<StepTicket>> Session::StartStep(
     std::uint32_t ticks, std::optional<std::uint64_t> expected_tick,
     std::function<void(absl::StatusOr<StepResult>)> on_done) {

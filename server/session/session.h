@@ -277,6 +277,11 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // The current frame and the world's StateHash, of the same tick.
   std::pair<std::shared_ptr<const Frame>, std::uint64_t> CurrentFrameAndHash() const;
   SessionDescription Describe(bool with_vehicles) const;
+  // Whether a Step of `ticks` would start now (StartStep's own checks: the ticks' range, the
+  // session open, a clock that is not pacing it); for a caller that must know before it
+  // changes anything.
+  absl::Status CheckStep(std::uint32_t ticks) const;
+
   // The controls the vehicles of `ids` hold now (sim::World::HeldControls).
   std::vector<std::optional<sim::VehicleInput>> HeldControls(
       absl::Span<const sim::VehicleId> ids) const;

@@ -116,3 +116,22 @@ def test_the_vector_env_equals_its_envs_stepped_one_by_one(address):
         vector.close()
         for env in singles:
             env.close()
+
+
+def test_ticks_out_of_range_refuse_the_call_and_a_paced_session_keeps_its_controls(client):
+    sid, (car,) = lockstep(client, "ticks")
+    for ticks in (0, 1001):
+        assert_rpc_error(lambda: client.step_sessions([{"session_id": sid, "ticks": ticks}]),
+                         grpc.StatusCode.INVALID_ARGUMENT, "steps[0].ticks: must be in [1, ")
+    paced = client.create_session(name="paced", clock_mode="realtime", paused=False).session_id
+    pcar = client.spawn_vehicle(paced)
+    client.set_controls(paced, {pcar: (0.0, 0.0)})
+    result = client.step_sessions([{"session_id": paced, "controls": {pcar: (2.0, 0.3)}}])[0]
+    assert result.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
+    # Its controls were never set: the car holds zero acceleration and steering.
+    state = client.get_state(paced)
+    assert state.vehicles[0].acceleration_mps2 == 0.0
+    assert state.vehicles[0].steering_angle_rad == 0.0
+    for s in (sid, paced):
+        client.delete_session(s)
+    assert car

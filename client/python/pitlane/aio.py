@@ -206,9 +206,9 @@ class Client(_client._Api):
 
     async def _unary(self, method: str, request, then=lambda response: response):
         call = getattr(self.stub, method)
-        # The session the token rules apply to (none for a StepSessions call: the own token),
-        # and the one a proxy routes by (its first session's).
-        session_id = getattr(request, "session_id", None) or None
+        # The session the token rules apply to (none for a StepSessions call of several: the
+        # own token), and the one a proxy routes by (its first session's).
+        session_id = _client._token_session_of(request) or None
         route = _client._session_of(request) or None
 
         async def attempt(token):

@@ -420,7 +420,7 @@ class _BearerToken(
             self._owner_first.add(session_id)
 
     def intercept_unary_unary(self, continuation, details, request):
-        session_id = getattr(request, "session_id", None)
+        session_id = _token_session_of(request)
         token, as_owner = self.first(session_id)
         call = continuation(self._with(details, token), request)
         again = self.after(session_id, as_owner, call.code())
@@ -515,6 +515,16 @@ def _control_list(controls):
             for vid, value in controls.items()
         ]
     return list(controls)
+
+
+def _token_session_of(request):
+    """The session whose token rules a unary call follows: the one it names (a StepSessions
+    call of one session, a DrivingEnv's step, names it too); None for none or several."""
+    session_id = getattr(request, "session_id", None)
+    if session_id is None and isinstance(request, pb.StepSessionsRequest) and \
+            len(request.steps) == 1:
+        session_id = request.steps[0].session_id
+    return session_id
 
 
 def _session_of(request):

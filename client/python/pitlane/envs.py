@@ -371,7 +371,9 @@ class DrivingEnv(_SessionOwner, _BASE):
 
 class VectorDrivingEnv:
     """``num_envs`` DrivingEnvs (sessions of their own, on one client) stepped together by one
-    StepSessions call a step: Gymnasium's vector API. ``reset(seed=s)`` seeds env i with
+    StepSessions call a step: Gymnasium's vector API (0.29's same-step autoreset). The token,
+    if any, must step every session (an admin's, or --auth=none); behind a proxy, give the
+    client a ``replica`` so that all the sessions are on one server. ``reset(seed=s)`` seeds env i with
     ``s + i``; ``step(actions)`` takes an array of shape (num_envs, 2) and returns arrays
     (observations (num_envs, obs_dim), rewards, terminated, truncated) and ``infos`` (a dict of
     arrays). An env that terminates or truncates is reset at once (the next episode's first
@@ -423,6 +425,10 @@ class VectorDrivingEnv:
                               steering_angle_rad=steer)
             step.vehicle_ids.append(env.vehicle_id)
         results = self.client.step_sessions(request)
+        failed = [r for r in results if r.code != 0]
+        if failed:  # Before any env changes: the step is all or nothing here.
+            raise RuntimeError("; ".join(f"session {r.session_id}: {r.message} (gRPC code "
+                                         f"{r.code})" for r in failed))
         rows = []
         rewards = np.empty(self.num_envs, dtype=np.float64)
         terminated = np.zeros(self.num_envs, dtype=bool)
