@@ -715,3 +715,72 @@ TEST(ServerStart, AnAddressThatCannotBeBoundIsUnavailable) {
 
 }  // namespace
 }  // namespace pitlane::api
+
+namespace pitlane::api {
+namespace {
+
+// StepSessions: sessions stepped on the workers (a session's first Step, whose tick cost is
+// not known yet) and on the receiving thread (later small Steps), a session refused in its
+// own result, and the call refused as a whole; under the sanitizers, the reactor's paths.
+TEST_F(SimulatorServiceTest, StepSessionsStepsEachSessionOnItsOwn) {
+  const std::string a = CreateSession();
+  const std::string b = CreateSession();
+  const std::uint64_t a_car = Spawn(a, 0, 1.0);
+  const std::uint64_t b_car = Spawn(b, 0, 0.0);
+  Spawn(b, 10, 0.0);
+  v1::CreateSessionRequest paced_request;
+  paced_request.mutable_config()->set_clock_mode(v1::CLOCK_MODE_REALTIME);
+  v1::CreateSessionResponse paced;
+  ASSERT_TRUE(stub_->CreateSession(Context().get(), paced_request, &paced).ok());
+
+  for (int round = 0; round < 3; ++round) {
+    v1::StepSessionsRequest request;
+    v1::SessionStep* on_a = request.add_steps();
+    on_a->set_session_id(a);
+    on_a->set_ticks(100);
+    v1::SessionStep* on_b = request.add_steps();
+    on_b->set_session_id(b);
+    on_b->set_ticks(5);
+    v1::VehicleControl* control = on_b->add_controls();
+    control->set_vehicle_id(b_car);
+    control->set_acceleration_mps2(2.0);
+    on_b->add_vehicle_ids(b_car);
+    v1::SessionStep* on_paced = request.add_steps();
+    on_paced->set_session_id(paced.session().session_id());
+    on_paced->set_ticks(1);
+    v1::StepSessionsResponse response;
+    const grpc::Status status = stub_->StepSessions(Context().get(), request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    ASSERT_EQ(response.results_size(), 3);
+    EXPECT_EQ(response.results(0).code(), 0);
+    EXPECT_EQ(response.results(0).state().time().tick(), 100u * (round + 1));
+    // 1 m/s for 2 s a round, from x = 0.
+    EXPECT_NEAR(response.results(0).state().vehicles(0).x_m(), 2.0 * (round + 1), 1e-9);
+    EXPECT_EQ(response.results(0).state().vehicles(0).vehicle_id(), a_car);
+    EXPECT_EQ(response.results(1).state().time().tick(), 5u * (round + 1));
+    ASSERT_EQ(response.results(1).state().vehicles_size(), 1);  // Only b_car, as asked.
+    // 2 m/s² from the first tick: v = 2 · 5 (round + 1) · 0.02.
+    EXPECT_NEAR(response.results(1).state().vehicles(0).speed_mps(), 0.2 * (round + 1), 1e-9);
+    EXPECT_EQ(response.results(2).code(), static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
+    EXPECT_THAT(response.results(2).message(), HasSubstr("Step needs LOCKSTEP"));
+    EXPECT_FALSE(response.results(2).has_state());
+  }
+
+  // The whole call refused: a session twice; nothing stepped.
+  v1::StepSessionsRequest twice;
+  for (int i = 0; i < 2; ++i) {
+    v1::SessionStep* step = twice.add_steps();
+    step->set_session_id(a);
+    step->set_ticks(1);
+  }
+  v1::StepSessionsResponse refused;
+  const grpc::Status status = stub_->StepSessions(Context().get(), twice, &refused);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("steps[1].session_id"));
+  v1::StepResponse after;
+  ASSERT_TRUE(Step(a, 1, &after).ok());
+  EXPECT_EQ(after.state().time().tick(), 301u);
+}
+
+}  // namespace
+}  // namespace pitlane::api
