@@ -339,3 +339,20 @@ def test_the_shipped_front_door_configurations_are_the_generators_output():
     assert generated_by(compose_conf) == [
         f"{r}={h}:50051,{h}:8080" for r, h in zip(replicas, ("pitlane", "pitlane-r2",
                                                               "pitlane-r3"))]
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "name at least one replica"),
+    (["r1"], '"r1" must be NAME=GRPC_HOST:PORT,HTTP_HOST:PORT'),
+    (["r1=a:1"], '"r1=a:1" must be NAME=GRPC_HOST:PORT,HTTP_HOST:PORT'),
+    (["R1=a:1,b:2"], '"R1" is not a replica name'),
+    (["default=a:1,b:2"], '"default" is a word of nginx\'s map'),
+    (["r1=a:1,b:2", "r1=c:3,d:4"], 'replica "r1" is named twice'),
+    (["--tls-cert", "c.pem", "r1=a:1,b:2"], "--tls-cert and --tls-key go together"),
+    (["--grpc-listen"], "--grpc-listen needs a value"),
+    (["--port", "1"], "unknown option --port"),
+])
+def test_make_config_refuses_what_nginx_could_not_use(args, message):
+    done = subprocess.run([str(MAKE_CONFIG), *args], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
