@@ -17,7 +17,9 @@
 //                    (pitlane.bench.Echo, bench/proto/pitlane/bench/echo.proto) moving messages
 //                    of the same sizes over the same channel. Always an in-process server (the
 //                    app::Server wiring with the Echo service beside the Simulator), over
-//                    loopback TCP; client and server share this process.
+//                    loopback TCP; client and server share this process. --drive_client=cpp
+//                    drives through the C++ client's Driver (pitlane::client, its own channel)
+//                    instead of the generated stub.
 //   --mode=steps     Lockstep Steps on the session workers: two sessions of V vehicles
 //                    (--vehicles, default 20000); a Step of --ticks ticks (default 2000) on one
 //                    session alone, then one on each session at once from two client threads,
@@ -86,6 +88,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "pitlane/client.h"
 #include "pitlane/bench/echo.grpc.pb.h"
 #include "pitlane/v1/simulator.grpc.pb.h"
 #include "server/app/server.h"
@@ -118,6 +121,8 @@ ABSL_FLAG(int, iterations, 20000, "drive: measured round trips of each kind.");
 ABSL_FLAG(int, ticks, 2000, "steps: ticks of each Step.");
 ABSL_FLAG(int, repetitions, 3, "steps: measurements of each kind.");
 ABSL_FLAG(int, warmup, 2000, "drive: round trips of each kind before measuring.");
+ABSL_FLAG(std::string, drive_client, "stub",
+          "drive: stub (the generated gRPC stub) or cpp (the C++ client's Driver).");
 
 namespace pitlane::load_tool {
 namespace {
@@ -852,14 +857,32 @@ absl::Status RunDriveMode() {
   config.set_barrier_timeout_s(60.0);  // A timeout would be an outlier, not a round trip.
   ASSIGN_OR_RETURN(const CirclingSession session, CreateCirclingSession(*simulator, config, 1));
 
+  const std::string drive_client = absl::GetFlag(FLAGS_drive_client);
+  if (drive_client != "stub" && drive_client != "cpp") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--drive_client: stub or cpp, got \"", drive_client, "\""));
+  }
   grpc::ClientContext drive_context;
-  const auto drive = simulator->Drive(&drive_context);
-  v1::DriveRequest attach;
-  attach.mutable_attach()->set_session_id(session.id);
-  attach.mutable_attach()->set_vehicle_id(session.vehicle_ids.front());
+  std::unique_ptr<grpc::ClientReaderWriter<v1::DriveRequest, v1::DriveResponse>> drive;
+  std::unique_ptr<Client> cpp_client;
+  std::unique_ptr<Driver> driver;
   v1::DriveResponse observation;
-  if (!drive->Write(attach) || !drive->Read(&observation)) {
-    return FromGrpc("Drive (attach)", drive->Finish());
+  if (drive_client == "cpp") {
+    ASSIGN_OR_RETURN(cpp_client, Client::Connect({.address = server->address()}));
+    ASSIGN_OR_RETURN(driver, cpp_client->Drive(session.id, session.vehicle_ids.front()));
+    if (!driver->Observe(&observation)) {
+      RETURN_IF_ERROR(driver->Close());
+      return absl::UnavailableError(
+          "Drive (attach): the stream ended before its first observation");
+    }
+  } else {
+    drive = simulator->Drive(&drive_context);
+    v1::DriveRequest attach;
+    attach.mutable_attach()->set_session_id(session.id);
+    attach.mutable_attach()->set_vehicle_id(session.vehicle_ids.front());
+    if (!drive->Write(attach) || !drive->Read(&observation)) {
+      return FromGrpc("Drive (attach)", drive->Finish());
+    }
   }
   grpc::ClientContext echo_context;
   const auto exchange = echo->Exchange(&echo_context);
@@ -880,7 +903,12 @@ absl::Status RunDriveMode() {
     const std::uint64_t tick = observation.time().tick();
     control.mutable_control()->set_tick(tick);
     const SteadyClock::time_point sent = SteadyClock::now();
-    if (!drive->Write(control) || !drive->Read(&observation)) {
+    if (driver != nullptr) {
+      if (!driver->Send(tick, control.control().control()) || !driver->Observe(&observation)) {
+        RETURN_IF_ERROR(driver->Close());
+        return absl::UnavailableError("Drive: the stream ended");
+      }
+    } else if (!drive->Write(control) || !drive->Read(&observation)) {
       return FromGrpc("Drive", drive->Finish());
     }
     const SteadyClock::time_point received = SteadyClock::now();
@@ -922,10 +950,14 @@ absl::Status RunDriveMode() {
   const std::size_t echo_request_bytes = echo_request.ByteSizeLong();
   const std::size_t echo_reply_bytes = echo_reply.ByteSizeLong();
 
-  drive->WritesDone();
-  while (drive->Read(&observation)) {
+  if (driver != nullptr) {
+    RETURN_IF_ERROR(driver->Close());
+  } else {
+    drive->WritesDone();
+    while (drive->Read(&observation)) {
+    }
+    RETURN_IF_ERROR(FromGrpc("Drive (end)", drive->Finish()));
   }
-  RETURN_IF_ERROR(FromGrpc("Drive (end)", drive->Finish()));
   exchange->WritesDone();
   while (exchange->Read(&echo_reply)) {
   }
@@ -939,7 +971,8 @@ absl::Status RunDriveMode() {
                warmup);
   absl::PrintF("  %-30s %8s %8s %8s %8s %14s\n", "", "p50 us", "p90 us", "p99 us", "max us",
                "bytes out/in");
-  absl::PrintF("  %-30s %8.1f %8.1f %8.1f %8.1f %8d / %-4d\n", "Drive control -> observation",
+  absl::PrintF("  %-30s %8.1f %8.1f %8.1f %8.1f %8d / %-4d\n",
+               absl::StrCat("Drive (", drive_client, ") ctl -> obs"),
                drive_summary.p50_us, drive_summary.p90_us, drive_summary.p99_us,
                drive_summary.max_us, control.ByteSizeLong(), observation_bytes);
   absl::PrintF("  %-30s %8.1f %8.1f %8.1f %8.1f %8d / %-4d\n", "bidi ping-pong (Echo)",
@@ -953,6 +986,7 @@ absl::Status RunDriveMode() {
   JsonObject json;
   json.String("mode", "drive")
       .String("server", "in-process")
+      .String("drive_client", drive_client)
       .Integer("iterations", iterations)
       .Number("drive_p50_us", drive_summary.p50_us)
       .Number("drive_p90_us", drive_summary.p90_us)

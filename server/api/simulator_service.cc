@@ -1,6 +1,10 @@
 #include "server/api/simulator_service.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -676,15 +680,18 @@ std::optional<absl::StatusOr<session::StepResult>> PendingStep::TakeOrHandTo(
 // others' use of it.
 class BatchStepReactor final : public grpc::ServerUnaryReactor {
  public:
+  // `table`: STEP_RESULT_LAYOUT_TABLE (the vehicles in the response's vehicle_table).
   BatchStepReactor(v1::StepSessionsResponse response,
-                   std::vector<std::vector<std::uint64_t>> filters, grpc::ByteBuffer* raw_response,
-                   RpcCounts& rpcs)
+                   std::vector<std::vector<std::uint64_t>> filters, bool table,
+                   grpc::ByteBuffer* raw_response, RpcCounts& rpcs)
       : response_(std::move(response)),
         filters_(std::move(filters)),
+        table_(table),
         raw_response_(raw_response),
         rpcs_(rpcs),
         remaining_(response_.results_size()),
-        unlaunched_(response_.results_size()) {}
+        unlaunched_(response_.results_size()),
+        frames_(table ? response_.results_size() : 0) {}
 
   void Own(std::shared_ptr<BatchStepReactor> self) { self_ = std::move(self); }
   void OnCancel() override {
@@ -703,6 +710,10 @@ class BatchStepReactor final : public grpc::ServerUnaryReactor {
   // Step `index`'s result (any thread, once per step); the last answers the call. Encoded
   // outside the lock (results from several workers in parallel).
   void Deliver(int index, absl::StatusOr<session::StepResult> result) {
+    if (table_) {
+      DeliverRows(index, std::move(result));
+      return;
+    }
     v1::SessionStepResult out;
     const absl::Status encoded = Guarded([&]() -> absl::Status {
       RETURN_IF_ERROR(result.status());
@@ -740,10 +751,46 @@ class BatchStepReactor final : public grpc::ServerUnaryReactor {
           Fail(slot, fits);
         }
       }
-      if (--remaining_ > 0 || !started_) return;
-      answered_ = true;
+      if (!CompletesLocked()) return;
     }
     Answer();
+  }
+
+  // Deliver for the table layout: the frame is kept (the rows are written when all are in,
+  // once the widest range scan is known) and its rows counted against the response's size.
+  void DeliverRows(int index, absl::StatusOr<session::StepResult> result) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (answered_) return;
+      v1::SessionStepResult& slot = *response_.mutable_results(index);
+      if (!result.ok()) {
+        Fail(slot, result.status());
+      } else {
+        std::size_t bytes = 0;
+        ForEachRow(index, *result->frame, [&](const sim::VehicleSnapshot& vehicle) {
+          bytes += (kTableColumns + BeamsOf(vehicle)) * sizeof(double);
+        });
+        const absl::Status fits = CheckResponseSize(
+            bytes_ + bytes,
+            "this session was stepped, but its vehicles do not fit in the response with the "
+            "others'; ask for fewer vehicles (vehicle_ids) or fewer sessions at a time");
+        if (fits.ok()) {
+          bytes_ += bytes;
+          frames_[index] = std::move(result->frame);
+        } else {
+          Fail(slot, fits);
+        }
+      }
+      if (!CompletesLocked()) return;
+    }
+    Answer();
+  }
+
+  // After a result is in: whether it was the last one (the handler done), which then answers.
+  bool CompletesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (--remaining_ > 0 || !started_) return false;
+    answered_ = true;
+    return true;
   }
 
   // A step that failed before it started: its result says why.
@@ -783,10 +830,75 @@ class BatchStepReactor final : public grpc::ServerUnaryReactor {
     out.set_message(std::string(status.message()));
   }
 
+  // The fixed columns of a VehicleTable row (see the proto), before the range scan's.
+  static constexpr std::size_t kTableColumns = 12;
+
+  static std::size_t BeamsOf(const sim::VehicleSnapshot& vehicle) {
+    return vehicle.range_scan.has_value() ? vehicle.range_scan->ranges_m.size() : 0;
+  }
+
+  // Calls `f` with each vehicle of `frame` that step `index` returns (its filter, if any).
+  template <typename F>
+  void ForEachRow(int index, const session::Frame& frame, F&& f) const {
+    const std::vector<std::uint64_t>& only = filters_[index];  // Sorted.
+    for (const sim::VehicleSnapshot& vehicle : frame.vehicles) {
+      if (only.empty() || std::binary_search(only.begin(), only.end(), vehicle.id)) f(vehicle);
+    }
+  }
+
+  // The response's vehicle_table from the frames kept.
+  void WriteTableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::size_t beams = 0;
+    std::size_t rows = 0;
+    for (int i = 0; i < static_cast<int>(frames_.size()); ++i) {
+      if (frames_[i] == nullptr) continue;
+      ForEachRow(i, *frames_[i], [&](const sim::VehicleSnapshot& vehicle) {
+        beams = std::max(beams, BeamsOf(vehicle));
+        ++rows;
+      });
+    }
+    const std::size_t columns = kTableColumns + beams;
+    std::vector<double> values;
+    values.reserve(rows * columns);
+    for (int i = 0; i < static_cast<int>(frames_.size()); ++i) {
+      if (frames_[i] == nullptr) continue;
+      const session::Frame& frame = *frames_[i];
+      ForEachRow(i, frame, [&](const sim::VehicleSnapshot& vehicle) {
+        const sim::VehicleReadout& readout = vehicle.readout;
+        values.insert(values.end(),
+                      {static_cast<double>(i), static_cast<double>(vehicle.id),
+                       static_cast<double>(frame.time.tick), vehicle.pose.x_m, vehicle.pose.y_m,
+                       vehicle.pose.yaw_rad, vehicle.speed_mps, readout.steering_angle_rad,
+                       readout.acceleration_mps2, readout.yaw_rate_radps,
+                       readout.lateral_speed_mps, vehicle.crashed ? 1.0 : 0.0});
+        const std::size_t own = BeamsOf(vehicle);
+        if (own > 0) {
+          const std::vector<double>& ranges = vehicle.range_scan->ranges_m;
+          values.insert(values.end(), ranges.begin(), ranges.end());
+        }
+        values.insert(values.end(), beams - own, std::numeric_limits<double>::quiet_NaN());
+      });
+    }
+    static_assert(std::endian::native == std::endian::little,
+                  "VehicleTable.rows is little-endian: convert on a big-endian machine");
+    v1::VehicleTable* table = response_.mutable_vehicle_table();
+    table->set_columns(static_cast<std::uint32_t>(columns));
+    table->set_range_beams(static_cast<std::uint32_t>(beams));
+    table->set_rows(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(double));
+  }
+
   void Answer() {
     const absl::Status status = Guarded([&]() -> absl::Status {
       absl::MutexLock lock(&mu_);
       RETURN_IF_ERROR(error_);
+      if (table_) {
+        WriteTableLocked();
+        // The padding of narrower scans to the widest may take it past what was counted.
+        RETURN_IF_ERROR(CheckResponseSize(
+            response_.ByteSizeLong(),
+            "the vehicles' table (its rows padded to the widest range scan) does not fit in "
+            "one response; ask for fewer vehicles (vehicle_ids) or fewer sessions at a time"));
+      }
       *raw_response_ = SerializeMessage(response_);
       return absl::OkStatus();
     });
@@ -798,15 +910,18 @@ class BatchStepReactor final : public grpc::ServerUnaryReactor {
   absl::Mutex mu_;
   v1::StepSessionsResponse response_ ABSL_GUARDED_BY(mu_);
   const std::vector<std::vector<std::uint64_t>> filters_;
+  const bool table_;
   grpc::ByteBuffer* const raw_response_;
   RpcCounts& rpcs_;
   int remaining_ ABSL_GUARDED_BY(mu_);   // Results not in yet.
   int unlaunched_ ABSL_GUARDED_BY(mu_);  // Steps neither started nor refused yet.
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool answered_ ABSL_GUARDED_BY(mu_) = false;  // Answer runs once, whatever comes after.
-  std::size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;  // Of the states kept so far.
+  std::size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;  // Of the states (or rows) kept so far.
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<session::StepTicket>> tickets_ ABSL_GUARDED_BY(mu_);
+  // The table layout: each step's frame, null if it failed (or is not in yet).
+  std::vector<std::shared_ptr<const session::Frame>> frames_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<BatchStepReactor> self_;
 };
 
@@ -825,6 +940,12 @@ grpc::ServerUnaryReactor* SimulatorService::StepSessions(grpc::CallbackServerCon
       return absl::InvalidArgumentError(absl::StrCat("steps: 1 to ",
                                                      kMaxSessionsPerStepSessions,
                                                      " sessions, got ", count));
+    }
+    if (request.layout() < v1::STEP_RESULT_LAYOUT_UNSPECIFIED ||
+        request.layout() > v1::STEP_RESULT_LAYOUT_TABLE) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layout: STEP_RESULT_LAYOUT_STATES (1) or STEP_RESULT_LAYOUT_TABLE (2), got ",
+          static_cast<int>(request.layout())));
     }
     // Everything checked before anything changes: each session known, named once, and one
     // the token may step; its controls and vehicle ids within bounds.
@@ -863,17 +984,21 @@ grpc::ServerUnaryReactor* SimulatorService::StepSessions(grpc::CallbackServerCon
                         request.steps(i).vehicle_ids().end());
       std::sort(filters[i].begin(), filters[i].end());
     }
-    batch = std::make_shared<BatchStepReactor>(std::move(response), std::move(filters),
-                                               raw_response, rpcs_);
+    batch = std::make_shared<BatchStepReactor>(
+        std::move(response), std::move(filters),
+        request.layout() == v1::STEP_RESULT_LAYOUT_TABLE, raw_response, rpcs_);
     batch->Own(batch);
-    for (int i = 0; i < count; ++i) {
+    // Cheap Steps run on this thread as they start. In a call of many, the second half goes
+    // to the workers first, so that they run it while this thread runs the first half.
+    const int here = count < kStepSessionsSplit ? count : (count + 1) / 2;
+    const auto launch = [&](int i) {
       const v1::SessionStep& step = request.steps(i);
       // A Step that cannot start (a clock pacing the session) is refused before its controls
       // are set; the controls held before are put back if it is refused after all (the clock
       // changed meanwhile, its queue full): a failed step changes nothing of its session.
       if (const absl::Status can_step = sessions[i]->CheckStep(step.ticks()); !can_step.ok()) {
         batch->Refuse(i, can_step);
-        continue;
+        return;
       }
       std::vector<sim::VehicleInput> before;
       if (!step.controls().empty()) {
@@ -890,20 +1015,24 @@ grpc::ServerUnaryReactor* SimulatorService::StepSessions(grpc::CallbackServerCon
         const auto set = sessions[i]->SetControls(inputs);
         if (!set.ok()) {
           batch->Refuse(i, InField("controls", set.status()));
-          continue;
+          return;
         }
       }
       absl::StatusOr<std::shared_ptr<session::StepTicket>> started = sessions[i]->StartStep(
-          step.ticks(), std::nullopt, [batch, i](absl::StatusOr<session::StepResult> result) {
+          step.ticks(), std::nullopt,
+          [batch, i](absl::StatusOr<session::StepResult> result) {
             batch->Deliver(i, std::move(result));
-          });
+          },
+          /*may_run_here=*/i < here);
       if (!started.ok()) {
         if (!before.empty()) (void)sessions[i]->SetControls(before);
         batch->Refuse(i, started.status());
-        continue;
+        return;
       }
       batch->Launched(*std::move(started));
-    }
+    };
+    for (int i = here; i < count; ++i) launch(i);
+    for (int i = 0; i < here; ++i) launch(i);
     return absl::OkStatus();
   });
   if (batch != nullptr) {

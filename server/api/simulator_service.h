@@ -31,6 +31,9 @@ inline constexpr int kMaxControlsPerCall = 1000000;
 inline constexpr int kMaxObstaclesPerCall = 100000;
 // Sessions one StepSessions call may step.
 inline constexpr int kMaxSessionsPerStepSessions = 1024;
+// From this many sessions on, a StepSessions call hands half of its cheap Steps to the workers
+// instead of running them all on the thread that received it.
+inline constexpr int kStepSessionsSplit = 16;
 
 // Every method is raw (grpc::ByteBuffer in and out, see wire.h): requests are parsed here, so
 // that a request that does not parse is a clear INVALID_ARGUMENT, and StreamStates' streams

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -33,12 +34,16 @@ class SimulatorServiceTest : public ::testing::Test {
   void SetUp() override {
     ServerOptions options;
     options.listen_address = "127.0.0.1:0";
-    options.limits = {.max_sessions = 4, .max_vehicles_per_session = 5, .max_ticks_per_step = 100};
+    options.limits = {.max_sessions = max_sessions_,
+                      .max_vehicles_per_session = 5,
+                      .max_ticks_per_step = 100};
     auto server = Server::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     stub_ = v1::Simulator::NewStub(server_->grpc_server().InProcessChannel({}));
   }
+
+  std::uint32_t max_sessions_ = 4;
 
   std::unique_ptr<grpc::ClientContext> Context() {
     auto context = std::make_unique<grpc::ClientContext>();
@@ -780,6 +785,74 @@ TEST_F(SimulatorServiceTest, StepSessionsStepsEachSessionOnItsOwn) {
   v1::StepResponse after;
   ASSERT_TRUE(Step(a, 1, &after).ok());
   EXPECT_EQ(after.state().time().tick(), 301u);
+}
+
+// From kStepSessionsSplit sessions on, half of the cheap Steps run on the workers while the
+// receiving thread runs the others: each result is still its own session's, in order.
+class ManySessionsTest : public SimulatorServiceTest {
+ protected:
+  ManySessionsTest() { max_sessions_ = 64; }
+};
+
+TEST_F(ManySessionsTest, StepSessionsOfManySessionsRunOnTwoSides) {
+  const int count = kStepSessionsSplit + 5;
+  std::vector<std::string> ids;
+  std::vector<std::uint64_t> cars;
+  for (int i = 0; i < count; ++i) {
+    ids.push_back(CreateSession());
+    cars.push_back(Spawn(ids.back(), 0, 0.0));
+  }
+  for (int round = 1; round <= 3; ++round) {
+    v1::StepSessionsRequest request;
+    for (int i = 0; i < count; ++i) {
+      v1::SessionStep* step = request.add_steps();
+      step->set_session_id(ids[i]);
+      step->set_ticks(10);
+      v1::VehicleControl* control = step->add_controls();
+      control->set_vehicle_id(cars[i]);
+      control->set_acceleration_mps2(0.1 * (i + 1));
+    }
+    v1::StepSessionsResponse response;
+    const grpc::Status status = stub_->StepSessions(Context().get(), request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    ASSERT_EQ(response.results_size(), count);
+    for (int i = 0; i < count; ++i) {
+      const v1::SessionStepResult& result = response.results(i);
+      EXPECT_EQ(result.session_id(), ids[i]);
+      ASSERT_EQ(result.code(), 0) << result.message();
+      EXPECT_EQ(result.state().time().tick(), 10u * round);
+      // a = 0.1 (i + 1) m/s² since tick 0: v = a · 10 round · 0.02 s.
+      EXPECT_NEAR(result.state().vehicles(0).speed_mps(), 0.1 * (i + 1) * 0.2 * round, 1e-9);
+    }
+  }
+
+  // The same as a table: one row per session's car, in the request's order.
+  v1::StepSessionsRequest request;
+  request.set_layout(v1::STEP_RESULT_LAYOUT_TABLE);
+  for (int i = 0; i < count; ++i) {
+    v1::SessionStep* step = request.add_steps();
+    step->set_session_id(ids[i]);
+    step->set_ticks(1);
+  }
+  v1::StepSessionsResponse response;
+  const grpc::Status status = stub_->StepSessions(Context().get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  const v1::VehicleTable& table = response.vehicle_table();
+  ASSERT_EQ(table.columns(), 12u);
+  EXPECT_EQ(table.range_beams(), 0u);
+  ASSERT_EQ(table.rows().size(), count * 12 * sizeof(double));
+  std::vector<double> rows(count * 12);
+  std::memcpy(rows.data(), table.rows().data(), table.rows().size());
+  for (int i = 0; i < count; ++i) {
+    EXPECT_FALSE(response.results(i).has_state());
+    const double* row = &rows[12 * i];
+    EXPECT_EQ(row[0], i);                                       // session
+    EXPECT_EQ(row[1], static_cast<double>(cars[i]));            // vehicle_id
+    EXPECT_EQ(row[2], 31.0);                                    // tick
+    EXPECT_NEAR(row[6], 0.1 * (i + 1) * 0.02 * 31, 1e-9);       // speed_mps
+    EXPECT_NEAR(row[8], 0.1 * (i + 1), 1e-9);                   // acceleration_mps2
+    EXPECT_EQ(row[11], 0.0);                                    // crashed
+  }
 }
 
 }  // namespace

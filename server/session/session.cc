@@ -351,7 +351,7 @@ absl::Status Session::CheckStep(std::uint32_t ticks) const {
 
 absl::StatusOr<std::shared_ptr<StepTicket>> Session::StartStep(
     std::uint32_t ticks, std::optional<std::uint64_t> expected_tick,
-    std::function<void(absl::StatusOr<StepResult>)> on_done) {
+    std::function<void(absl::StatusOr<StepResult>)> on_done, bool may_run_here) {
   if (scheduler_ == nullptr) {
     return absl::FailedPreconditionError("ticks: this session has no workers to step it");
   }
@@ -371,7 +371,7 @@ absl::StatusOr<std::shared_ptr<StepTicket>> Session::StartStep(
     }
     steps_.push_back(ticket);
     if (steps_.size() > 1) return ticket;  // The session is already scheduled for its Steps.
-    if (CheapLocked(ticks)) {
+    if (may_run_here && CheapLocked(ticks)) {
       try {
         RunStepLocked(clock_->NowNanos() + kInlineBudget_ns, after);
       } catch (...) {

@@ -252,9 +252,11 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // InvalidArgument ("ticks") unless 1 <= ticks <= max_ticks_per_step; FailedPrecondition if
   // the clock is paced (REALTIME or BARRIER, not paused) or there is no scheduler;
   // ResourceExhausted beyond kMaxQueuedSteps queued Steps.
+  // `may_run_here` false: even a cheap Step goes to the workers (a caller with many Steps to
+  // start hands some of them on, to run in parallel with the ones it runs itself).
   absl::StatusOr<std::shared_ptr<StepTicket>> StartStep(
       std::uint32_t ticks, std::optional<std::uint64_t> expected_tick,
-      std::function<void(absl::StatusOr<StepResult>)> on_done);
+      std::function<void(absl::StatusOr<StepResult>)> on_done, bool may_run_here = true);
   // The same Step, run on the caller's thread (tests, replays, tools). Errors as StartStep.
   absl::StatusOr<StepResult> Step(std::uint32_t ticks, std::optional<std::uint64_t> expected_tick);
 

@@ -5,17 +5,28 @@ module (pitlane.v1.simulator_pb2) for building any request or reading any
 response, and ``pitlane.pb_grpc`` the generated service module.
 """
 
-from pitlane.client import Client, Driver, control, obstacle_spec, replica_of, vehicle_spec
+from pitlane.client import (
+    VEHICLE_TABLE_COLUMNS,
+    Client,
+    Driver,
+    control,
+    obstacle_spec,
+    replica_of,
+    vehicle_spec,
+    vehicle_table,
+)
 from pitlane.v1 import simulator_pb2 as pb
 from pitlane.v1 import simulator_pb2_grpc as pb_grpc
 
 __all__ = [
     "Client",
     "Driver",
+    "VEHICLE_TABLE_COLUMNS",
     "control",
     "obstacle_spec",
     "replica_of",
     "vehicle_spec",
+    "vehicle_table",
     "pb",
     "pb_grpc",
 ]

@@ -535,6 +535,31 @@ def _session_of(request):
     return session_id
 
 
+# The fixed columns of a StepSessions vehicle table (StepResultLayout TABLE), in order; the
+# range scan's beams follow.
+VEHICLE_TABLE_COLUMNS = (
+    "session", "vehicle_id", "tick", "x_m", "y_m", "yaw_rad", "speed_mps",
+    "steering_angle_rad", "acceleration_mps2", "yaw_rate_radps", "lateral_speed_mps", "crashed",
+)
+
+
+def vehicle_table(table: pb.VehicleTable):
+    """A StepSessions response's ``vehicle_table`` as a float64 numpy array, one row per
+    vehicle: ``VEHICLE_TABLE_COLUMNS`` (``session`` is the index of the vehicle's session in
+    the request; ``crashed`` 1 or 0), then ``table.range_beams`` ranges in metres (NaN past a
+    vehicle's own beams)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel  # Only for tables.
+    columns = max(table.columns, len(VEHICLE_TABLE_COLUMNS))
+    return np.frombuffer(table.rows, dtype="<f8").reshape(-1, columns)
+
+
+def _step_sessions_result(response):
+    """step_sessions's answer: the results, and the table of a table-layout call."""
+    if response.HasField("vehicle_table"):
+        return list(response.results), vehicle_table(response.vehicle_table)
+    return list(response.results)
+
+
 def _step_request(session_id, ticks, expected_tick):
     request = pb.StepRequest(session_id=session_id, ticks=ticks)
     if expected_tick is not None:
@@ -882,7 +907,7 @@ class _Api:
         return self._unary("SetControls", pb.SetControlsRequest(
             session_id=session_id, controls=_control_list(controls)))
 
-    def step_sessions(self, steps: Sequence[Mapping]) -> list[pb.SessionStepResult]:
+    def step_sessions(self, steps: Sequence[Mapping], *, table: bool = False):
         """Sets controls and steps many sessions in one call (a vector of environments).
 
         Args:
@@ -891,16 +916,25 @@ class _Api:
                 these vehicles in the state returned; default all); or a
                 ``pb.StepSessionsRequest`` made already.
 
+            table: Return the vehicles as one table of numbers (numpy required) instead of a
+                state per session: for many environments at once.
+
         Returns:
             One ``SessionStepResult`` per step, in order: ``state`` after its ticks, or
             ``code`` (a grpc.StatusCode value) and ``message`` if that session's controls or
             Step failed; the others are stepped regardless. The call itself raises (and changes
             nothing) for a malformed request, a session named twice or unknown, or one the
             token may not step. Behind a proxy, all the sessions must be on one server.
+            With ``table`` (or a request whose ``layout`` is STEP_RESULT_LAYOUT_TABLE):
+            ``(results, rows)``, the results without states and ``rows`` the vehicles as a
+            float64 array, one row per vehicle, columns ``VEHICLE_TABLE_COLUMNS`` then the
+            range scan's beams (see ``vehicle_table``).
         """
         if isinstance(steps, pb.StepSessionsRequest):  # Made already (a vector env's).
-            return self._unary("StepSessions", steps, lambda r: list(r.results))
+            return self._unary("StepSessions", steps, _step_sessions_result)
         request = pb.StepSessionsRequest()
+        if table:
+            request.layout = pb.STEP_RESULT_LAYOUT_TABLE
         for step in steps:
             unknown = set(step) - {"session_id", "ticks", "controls", "vehicle_ids"}
             if unknown:
@@ -908,7 +942,7 @@ class _Api:
             request.steps.add(session_id=step["session_id"], ticks=step.get("ticks", 1),
                               controls=_control_list(step.get("controls", ())),
                               vehicle_ids=step.get("vehicle_ids", ()))
-        return self._unary("StepSessions", request, lambda r: list(r.results))
+        return self._unary("StepSessions", request, _step_sessions_result)
 
     def step(
         self,
@@ -1014,6 +1048,13 @@ class Client(_Api):
             self._bearer = _BearerToken(token, self.owner_tokens)
             channel = grpc.intercept_channel(channel, self._bearer)
         self.stub = pb_grpc.SimulatorStub(channel)
+        # StepSessions with a request serialized already (a vector env's): on the channel
+        # itself, with the headers the interceptors would add to a call of several sessions.
+        self._step_sessions_serialized = self._channel.unary_unary(
+            "/pitlane.v1.Simulator/StepSessions", request_serializer=None,
+            response_deserializer=pb.StepSessionsResponse.FromString)
+        self._replica = replica
+        self._token_header = [] if token is None else [("authorization", f"Bearer {token}")]
 
     def _learn_token_for(self, session_id: str) -> None:
         """Before a stream on a session this client created: one GetSession tells whether the
@@ -1028,6 +1069,20 @@ class Client(_Api):
         """Calls unary `method` with `request`; returns `then` of the response: the one place
         this client makes a unary call."""
         return then(getattr(self.stub, method)(request, timeout=self.timeout_s))
+
+    def _step_sessions_from_bytes(self, request: bytes,
+                                  first_session_id: str) -> pb.StepSessionsResponse:
+        """StepSessions of a request serialized already, of several sessions (the first is
+        `first_session_id`): a vector env writes the actions into the bytes of its request,
+        which costs far less than serializing it. The headers are those the interceptors add
+        to such a call (the interceptors cost a third of it): the routing header of its first
+        session, else the client's replica, and the client's own token."""
+        metadata = list(self._token_header)
+        if _SESSION_ID.fullmatch(first_session_id):
+            metadata.append((SESSION_HEADER, first_session_id))
+        elif self._replica:
+            metadata.append((REPLICA_HEADER, self._replica))
+        return self._step_sessions_serialized(request, timeout=self.timeout_s, metadata=metadata)
 
     def with_token(self, token: str) -> "Client":
         """A new connection to the same server, with the same TLS settings, as ``token``."""

@@ -33,6 +33,7 @@ episode. Spaces are ``gymnasium.spaces.Box`` when gymnasium is importable, else 
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
@@ -115,6 +116,8 @@ class _Car:
         low += [0.0] * range_beams
         high += [range_max_m] * range_beams
         self.observation_space = _box(low, high)
+        self._observation_low = np.asarray(self.observation_space.low, dtype=np.float32)
+        self._observation_high = np.asarray(self.observation_space.high, dtype=np.float32)
         self._action_low = [float(v) for v in self.action_space.low]
         self._action_high = [float(v) for v in self.action_space.high]
 
@@ -127,19 +130,28 @@ class _Car:
                                     params=self.params or None, limits=self.limits,
                                     range_scan=range_scan, name=name)
 
-    def control(self, vehicle_id, action) -> pb.VehicleControl:
-        try:
-            action = np.asarray(action, dtype=np.float64).reshape(-1)
-        except (TypeError, ValueError):
-            action = np.array([math.nan])
-        if action.shape != (2,) or not np.all(np.isfinite(action)):
+    def clip(self, action) -> tuple:
+        """(acceleration_mps2, steering_angle_rad) of `action`, within the action space."""
+        if (type(action) in (list, tuple) and len(action) == 2
+                and all(type(v) in (float, int) for v in action)):
+            accel, steer = float(action[0]), float(action[1])  # The common case, no numpy.
+        else:
+            try:
+                array = np.asarray(action, dtype=np.float64).reshape(-1)
+            except (TypeError, ValueError):
+                array = np.array([math.nan])
+            accel, steer = (array[0], array[1]) if array.shape == (2,) else (math.nan,) * 2
+            accel, steer = float(accel), float(steer)
+        if not (math.isfinite(accel) and math.isfinite(steer)):
             raise ValueError("action: two finite numbers, [acceleration_mps2, "
                              "steering_angle_rad]")
         low, high = self._action_low, self._action_high
-        return pb.VehicleControl(
-            vehicle_id=vehicle_id,
-            acceleration_mps2=min(max(float(action[0]), low[0]), high[0]),
-            steering_angle_rad=min(max(float(action[1]), low[1]), high[1]))
+        return min(max(accel, low[0]), high[0]), min(max(steer, low[1]), high[1])
+
+    def control(self, vehicle_id, action) -> pb.VehicleControl:
+        accel, steer = self.clip(action)
+        return pb.VehicleControl(vehicle_id=vehicle_id, acceleration_mps2=accel,
+                                 steering_angle_rad=steer)
 
     def values(self, vehicle: pb.VehicleState) -> list:
         """The observation's numbers, before the float32 array and its bounds."""
@@ -153,8 +165,9 @@ class _Car:
 
     def bound(self, values) -> np.ndarray:
         """The observation (or, for rows of values, observations) within its bounds."""
-        return np.clip(np.asarray(values, dtype=np.float32), self.observation_space.low,
-                       self.observation_space.high)
+        # np.minimum and np.maximum: np.clip's own argument checks cost more than both.
+        return np.minimum(np.maximum(np.asarray(values, dtype=np.float32), self._observation_low),
+                          self._observation_high)
 
     def observe(self, vehicle: pb.VehicleState) -> np.ndarray:
         return self.bound(self.values(vehicle))
@@ -303,6 +316,9 @@ class DrivingEnv(_SessionOwner, _BASE):
         self.vehicle_id: Optional[int] = None
         self._state: Optional[pb.WorldState] = None
         self._steps = 0
+        # The StepSessions request of a step, made at reset: a step sets its control's values.
+        self._request: Optional[pb.StepSessionsRequest] = None
+        self._control: Optional[pb.VehicleControl] = None
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
         """A new episode: the session from scratch (a new one for a new seed), the car at the
@@ -321,27 +337,20 @@ class DrivingEnv(_SessionOwner, _BASE):
             self.session_id, [self._car.spec(x + noise[0], y + noise[1], yaw + noise[2], "ego")])[0]
         self._state = self.client.get_state(self.session_id)
         self._steps = 0
+        self._viewer = f"/?session={self.session_id}"
+        self._request = pb.StepSessionsRequest()
+        step = self._request.steps.add(session_id=self.session_id, ticks=self._ticks_per_step)
+        self._control = step.controls.add(vehicle_id=self.vehicle_id)
         vehicle = _vehicle(self._state, self.vehicle_id)
         return self._car.observe(vehicle), self._info(vehicle)
 
     def step(self, action):
-        # One call: the controls and the ticks together (StepSessions with this session).
-        result = self.client.step_sessions([self._session_step(action, only_ego=False)])[0]
-        return self._after_step(result)
-
-    def _session_step(self, action, only_ego):
-        """This env's part of a StepSessions call for `action`."""
-        if self.session_id is None:
+        if self._request is None or self.session_id is None:
             raise RuntimeError("call reset() before step()")
-        step = {"session_id": self.session_id, "ticks": self._ticks_per_step,
-                "controls": [self._car.control(self.vehicle_id, action)]}
-        if only_ego:
-            step["vehicle_ids"] = [self.vehicle_id]
-        return step
-
-    def _after_step(self, result: pb.SessionStepResult, raw: bool = False):
-        """(obs, reward, terminated, truncated, info) from this env's StepSessions result (the
-        observation's unbounded values instead of its array with `raw`)."""
+        # One call: the controls and the ticks together (StepSessions with this session).
+        control = self._control
+        control.acceleration_mps2, control.steering_angle_rad = self._car.clip(action)
+        result = self.client.step_sessions(self._request)[0]
         if result.code != 0:
             raise RuntimeError(f"session {result.session_id}: {result.message} (gRPC code "
                                f"{result.code})")
@@ -349,17 +358,20 @@ class DrivingEnv(_SessionOwner, _BASE):
         self._state = result.state
         self._steps += 1
         vehicle = _vehicle(self._state, self.vehicle_id)
-        info = self._info(vehicle)
-        terminated = bool(vehicle.crashed or self._car.reached_goal(vehicle))
+        crashed = vehicle.crashed
+        goal = self._car.reached_goal(vehicle)
+        info = {"tick": self._state.time.tick, "crashed": crashed, "goal_reached": goal,
+                "session_id": self.session_id, "vehicle_id": self.vehicle_id,
+                "viewer": self._viewer}
+        terminated = bool(crashed or goal)
         truncated = self._steps >= self.max_episode_steps and not terminated
         reward = self._car.reward(previous, vehicle, info)
-        observation = self._car.values(vehicle) if raw else self._car.observe(vehicle)
-        return observation, reward, terminated, truncated, info
+        return self._car.observe(vehicle), reward, terminated, truncated, info
 
     def _info(self, vehicle):
         return {"tick": self._state.time.tick, "crashed": vehicle.crashed,
                 "goal_reached": self._car.reached_goal(vehicle), "session_id": self.session_id,
-                "vehicle_id": self.vehicle_id, "viewer": f"/?session={self.session_id}"}
+                "vehicle_id": self.vehicle_id, "viewer": self._viewer}
 
     def render(self):
         """An RGB top-down array of the world (render_mode "rgb_array"); the live view is the
@@ -373,12 +385,15 @@ class VectorDrivingEnv:
     """``num_envs`` DrivingEnvs (sessions of their own, on one client) stepped together by one
     StepSessions call a step: Gymnasium's vector API (0.29's same-step autoreset). The token,
     if any, must step every session (an admin's, or --auth=none); behind a proxy, give the
-    client a ``replica`` so that all the sessions are on one server. ``reset(seed=s)`` seeds env i with
-    ``s + i``; ``step(actions)`` takes an array of shape (num_envs, 2) and returns arrays
-    (observations (num_envs, obs_dim), rewards, terminated, truncated) and ``infos`` (a dict of
-    arrays). An env that terminates or truncates is reset at once (the next episode's first
-    observation is returned; the last one is in ``infos["final_observation"][i]``, with
-    ``infos["_final_observation"]`` the mask). The other arguments are DrivingEnv's."""
+    client a ``replica`` so that all the sessions are on one server. ``reset(seed=s)`` seeds
+    env i with ``s + i``; ``step(actions)`` takes an array of shape (num_envs, 2) and returns
+    arrays (observations (num_envs, obs_dim), rewards, terminated, truncated) and ``infos`` (a
+    dict of arrays). An env that terminates or truncates is reset at once: the next episode's
+    first observation and info are returned, the last ones are in
+    ``infos["final_observation"][i]`` and ``infos["final_info"][i]`` (masks
+    ``infos["_final_observation"]``, ``infos["_final_info"]``). The other arguments are
+    DrivingEnv's; the observations, rewards and flags equal those of the DrivingEnvs stepped
+    one by one."""
 
     metadata = {"autoreset_mode": "same-step"}
 
@@ -399,67 +414,289 @@ class VectorDrivingEnv:
         a_low, a_high = self.single_action_space.low, self.single_action_space.high
         self.action_space = _box(np.broadcast_to(a_low, (num_envs, *a_low.shape)),
                                  np.broadcast_to(a_high, (num_envs, *a_high.shape)))
+        self._car = self.envs[0]._car  # pylint: disable=protected-access  # All envs' car.
+        self._action_low = np.asarray(self._car._action_low)  # pylint: disable=protected-access
+        self._action_high = np.asarray(self._car._action_high)  # pylint: disable=protected-access
+        # The StepSessions request of a step (made at reset; a step sets its control values)
+        # and each env's control in it.
+        self._request: Optional[pb.StepSessionsRequest] = None
+        self._controls: list = []
+        # The request serialized, and where each env's two action values lie in it (the bytes
+        # of [a0, s0, a1, s1, ...] as doubles): a step writes the actions there. None: to be
+        # made again (an env's car changed), or the request is serialized each step.
+        self._buffer: Optional[bytearray] = None
+        self._offsets: Optional[np.ndarray] = None
+        self._parts: list = []  # Per env: (its bytes, its offsets), None to be made again.
+        # Per env: steps this episode; the car's x, y, cos(yaw) and sin(yaw) after the last
+        # step (the default reward's forward distance is measured along that heading).
+        self._steps = np.zeros(num_envs, dtype=np.int64)
+        # What a table's rows must say (session index, car id), env by env.
+        self._index = np.arange(num_envs, dtype=np.float64)
+        self._vehicle_ids = np.zeros(num_envs, dtype=np.float64)
+        self._previous = np.zeros((num_envs, 4), dtype=np.float64)
+        self._static_infos: dict = {}
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
+        self._request = None  # Until every env is reset: a failure here leaves none to step.
         observations, infos = [], []
         for i, env in enumerate(self.envs):
             obs, info = env.reset(seed=None if seed is None else seed + i, options=options)
             observations.append(obs)
             infos.append(info)
-        return np.stack(observations), _stack_infos(infos)
+        request = pb.StepSessionsRequest()
+        self._controls = []
+        self._parts = [None] * self.num_envs
+        for env in self.envs:
+            step = request.steps.add(ticks=env._ticks_per_step)  # pylint: disable=protected-access
+            self._controls.append(step.controls.add())
+        self._request = request
+        self._static_infos = {key: np.array([info[key] for info in infos], dtype=object)
+                              for key in ("session_id", "viewer")}
+        self._static_infos["vehicle_id"] = np.array([info["vehicle_id"] for info in infos])
+        for i in range(self.num_envs):
+            self._after_reset(i)
+        stacked = _stack_infos(infos)
+        stacked.update((key, value.copy()) for key, value in self._static_infos.items())
+        return np.stack(observations), stacked
+
+    # Two marker values a control is given while its step is serialized, to find where its
+    # action values lie in the bytes.
+    _MARKERS = (1234567.890625, -7654321.109375)
+
+    def _serialize_step(self, i):
+        """Env i's part of the request's bytes (its step as a StepSessionsRequest of one: the
+        field's tag and length, then the step), and where its two action values lie in it;
+        None for the offsets if a marker is not found exactly once there."""
+        control = self._controls[i]
+        control.acceleration_mps2, control.steering_angle_rad = self._MARKERS
+        data = pb.StepSessionsRequest(steps=[self._request.steps[i]]).SerializeToString()
+        offsets = []
+        for value in self._MARKERS:
+            pattern = struct.pack("<d", value)
+            start = data.find(pattern)
+            if start < 0 or data.find(pattern, start + 1) >= 0:
+                return data, None
+            offsets.append(start)
+        return data, offsets
+
+    def _serialize(self):
+        """The request's bytes, and the offsets of every env's action values in them (None:
+        the request is serialized each step). Without a reward_fn, the request asks for the
+        vehicles as a table (STEP_RESULT_LAYOUT_TABLE): no message per vehicle to read."""
+        for i in range(self.num_envs):
+            if self._parts[i] is None:
+                self._parts[i] = self._serialize_step(i)
+        layout = pb.StepSessionsRequest(
+            layout=pb.STEP_RESULT_LAYOUT_TABLE if self._car.reward_fn is None
+            else pb.STEP_RESULT_LAYOUT_STATES).SerializeToString()
+        self._buffer = bytearray(b"".join(data for data, _ in self._parts) + layout)
+        self._view = np.frombuffer(self._buffer, dtype=np.uint8)
+        if any(offsets is None for _, offsets in self._parts):
+            self._offsets = None
+            return
+        sizes = np.array([len(data) for data, _ in self._parts], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        local = np.array([offsets for _, offsets in self._parts], dtype=np.int64)
+        self._offsets = ((starts[:, None] + local)[:, :, None]
+                         + np.arange(8, dtype=np.int64)).reshape(-1)
+
+    def _after_reset(self, i):
+        """After env i's reset: its part of the request, its step count and last pose."""
+        env = self.envs[i]
+        step = self._request.steps[i]
+        step.session_id = env.session_id
+        step.vehicle_ids[:] = [env.vehicle_id]
+        self._controls[i].vehicle_id = env.vehicle_id
+        self._vehicle_ids[i] = env.vehicle_id
+        self._static_infos["session_id"][i] = env.session_id
+        self._static_infos["vehicle_id"][i] = env.vehicle_id
+        self._static_infos["viewer"][i] = f"/?session={env.session_id}"
+        self._steps[i] = 0
+        self._parts[i] = None
+        self._buffer = None
+        vehicle = _vehicle(env._state, env.vehicle_id)  # pylint: disable=protected-access
+        self._previous[i] = (vehicle.x_m, vehicle.y_m, math.cos(vehicle.yaw_rad),
+                             math.sin(vehicle.yaw_rad))
 
     def step(self, actions):
+        if self._request is None:
+            raise RuntimeError("call reset() before step()")
         actions = np.asarray(actions, dtype=np.float64)
         if actions.shape != (self.num_envs, 2) or not np.all(np.isfinite(actions)):
             raise ValueError(f"actions: shape ({self.num_envs}, 2), finite; got "
                              f"{actions.shape}")
-        low, high = self.single_action_space.low, self.single_action_space.high
-        clipped = np.clip(actions, low, high).tolist()
-        request = pb.StepSessionsRequest()
-        for env, (accel, steer) in zip(self.envs, clipped):
+        # Within the action space (np.clip's own checks cost more than the two ufuncs).
+        actions = np.minimum(np.maximum(actions, self._action_low), self._action_high)
+        car = self._car
+        if self._buffer is None:
+            self._serialize()
+        # The bytes of the request with the actions written in (a call of one session goes
+        # the usual way, for the token rules of a session's own calls).
+        if (self._offsets is not None and self.num_envs > 1
+                and hasattr(self.client, "_step_sessions_from_bytes")):
+            self._view[self._offsets] = actions.astype("<f8").view(np.uint8).reshape(-1)
+            response = self.client._step_sessions_from_bytes(  # pylint: disable=protected-access
+                bytes(self._buffer), self._request.steps[0].session_id)
+            if response.HasField("vehicle_table"):
+                read = self._read_table(response)
+            else:
+                read = self._read_states(list(response.results))
+        else:
+            for control, (accel, steer) in zip(self._controls, actions.tolist()):
+                control.acceleration_mps2 = accel
+                control.steering_angle_rad = steer
+            read = self._read_states(self.client.step_sessions(self._request))
+        columns, ranges, ticks, states = read
+        # columns: speed, yaw rate, steering, cos(yaw), sin(yaw), x, y, crashed (as 1 or 0),
+        # one row per env; cos and sin from math, as the single env computes them.
+        scale = car.world_scale
+        x, y = columns[:, 5], columns[:, 6]
+        values = np.concatenate([columns[:, :5], (x / scale)[:, None], (y / scale)[:, None]],
+                                axis=1)
+        if car.range_beams > 0:
+            values = np.concatenate([values, np.minimum(ranges, car.range_max_m)], axis=1)
+        observations = car.bound(values)
+        crashed = columns[:, 7] != 0.0
+        if car.goal is None:
+            goal = np.zeros(self.num_envs, dtype=bool)
+        else:
+            gx, gy, radius = car.goal
+            goal = np.array([math.hypot(px - gx, py - gy) <= radius
+                             for px, py in zip(x.tolist(), y.tolist())])
+        steps = self._steps + 1
+        terminated = crashed | goal
+        truncated = (steps >= self.envs[0].max_episode_steps) & ~terminated
+        infos = {"tick": ticks, "crashed": crashed, "goal_reached": goal}
+        infos.update((key, value.copy()) for key, value in self._static_infos.items())
+        if car.reward_fn is None:
+            previous = self._previous
+            rewards = ((x - previous[:, 0]) * previous[:, 2]
+                       + (y - previous[:, 1]) * previous[:, 3]
+                       - np.where(crashed, car.crash_penalty, 0.0))
+        else:
             # pylint: disable=protected-access
-            if env.session_id is None:
-                raise RuntimeError("call reset() before step()")
-            step = request.steps.add(session_id=env.session_id, ticks=env._ticks_per_step)
-            step.controls.add(vehicle_id=env.vehicle_id, acceleration_mps2=accel,
-                              steering_angle_rad=steer)
-            step.vehicle_ids.append(env.vehicle_id)
-        results = self.client.step_sessions(request)
-        failed = [r for r in results if r.code != 0]
-        if failed:  # Before any env changes: the step is all or nothing here.
-            raise RuntimeError("; ".join(f"session {r.session_id}: {r.message} (gRPC code "
-                                         f"{r.code})" for r in failed))
-        rows = []
-        rewards = np.empty(self.num_envs, dtype=np.float64)
-        terminated = np.zeros(self.num_envs, dtype=bool)
-        truncated = np.zeros(self.num_envs, dtype=bool)
-        infos = []
-        final = np.empty(self.num_envs, dtype=object)
-        for i, (env, result) in enumerate(zip(self.envs, results)):
-            values, rewards[i], terminated[i], truncated[i], info = env._after_step(  # pylint: disable=protected-access
-                result, raw=True)
-            if terminated[i] or truncated[i]:
-                final[i] = env._car.bound(values)  # pylint: disable=protected-access
-                obs, _ = env.reset()
-                values = obs.tolist()
-            rows.append(values)
-            infos.append(info)
-        observations = self.envs[0]._car.bound(rows)  # pylint: disable=protected-access
-        stacked = _stack_infos(infos)
-        stacked["final_observation"] = final
-        stacked["_final_observation"] = terminated | truncated
-        return observations, rewards, terminated, truncated, stacked
+            rewards = np.array([
+                car.reward(_vehicle(env._state, env.vehicle_id),
+                           _vehicle(state, env.vehicle_id), _info_of(infos, i))
+                for i, (env, state) in enumerate(zip(self.envs, states))], dtype=np.float64)
+        # Nothing of the envs changed before this point: an error above leaves them as they were.
+        if states is not None:
+            for env, state in zip(self.envs, states):
+                env._state = state  # pylint: disable=protected-access
+        self._steps = steps
+        self._previous = np.stack([x, y, columns[:, 3], columns[:, 4]], axis=1)
+        done = np.flatnonzero(terminated | truncated)
+        final_observation = np.full(self.num_envs, None, dtype=object)
+        final_info = np.full(self.num_envs, None, dtype=object)
+        try:
+            for i in done:  # Same-step autoreset: the next episode's start in place of the end.
+                final_observation[i] = observations[i].copy()
+                final_info[i] = _info_of(infos, i)
+                observations[i], info = self.envs[i].reset()
+                for key, value in info.items():
+                    if key in infos:
+                        infos[key][i] = value
+                self._after_reset(i)
+                for key in self._static_infos:
+                    infos[key][i] = self._static_infos[key][i]
+        except BaseException:
+            self._request = None  # Some envs reset, some not: the next step needs a reset().
+            raise
+        infos["final_observation"] = final_observation
+        infos["_final_observation"] = terminated | truncated
+        infos["final_info"] = final_info
+        infos["_final_info"] = terminated | truncated
+        return observations, rewards, terminated, truncated, infos
+
+    def _read_table(self, response):
+        """(columns, ranges, ticks, None) from a response with the vehicles' table; raises
+        (naming the sessions) unless every env's car has its row."""
+        table = response.vehicle_table
+        rows = np.frombuffer(table.rows, dtype="<f8").reshape(-1, max(table.columns, 1))
+        if (rows.shape[0] != self.num_envs or not np.array_equal(rows[:, 0], self._index)
+                or not np.array_equal(rows[:, 1], self._vehicle_ids)):
+            _raise_failed(list(response.results), set(rows[:, 0].astype(int).tolist()))
+        yaw = rows[:, 5].tolist()
+        columns = np.empty((self.num_envs, 8), dtype=np.float64)
+        columns[:, 0] = rows[:, 6]  # speed
+        columns[:, 1] = rows[:, 9]  # yaw rate
+        columns[:, 2] = rows[:, 7]  # steering angle
+        columns[:, 3] = [math.cos(v) for v in yaw]
+        columns[:, 4] = [math.sin(v) for v in yaw]
+        columns[:, 5] = rows[:, 3]  # x
+        columns[:, 6] = rows[:, 4]  # y
+        columns[:, 7] = rows[:, 11]  # crashed
+        ranges = None
+        beams = self._car.range_beams
+        if beams > 0:
+            # A car without its scan reads the maximum range on every beam, as in DrivingEnv.
+            ranges = np.full((self.num_envs, beams), self._car.range_max_m)
+            have = min(beams, table.range_beams)
+            scanned = rows[:, 12:12 + have]
+            ranges[:, :have] = np.where(np.isnan(scanned), self._car.range_max_m, scanned)
+        return columns, ranges, rows[:, 2].astype(np.int64), None
+
+    def _read_states(self, results):
+        """(columns, ranges, ticks, states) from the results' states (each result is read
+        once: its protobuf objects cost more than anything else here); raises (naming the
+        sessions) unless every env's car is in its result."""
+        rows, vehicles, states, ticks = [], [], [], []
+        for result in results:
+            state = result.state
+            cars = state.vehicles
+            if result.code != 0 or len(cars) != 1:
+                _raise_failed(results, set())
+            vehicle = cars[0]
+            vehicles.append(vehicle)
+            states.append(state)
+            ticks.append(state.time.tick)
+            yaw = vehicle.yaw_rad
+            rows += (vehicle.speed_mps, vehicle.yaw_rate_radps, vehicle.steering_angle_rad,
+                     math.cos(yaw), math.sin(yaw), vehicle.x_m, vehicle.y_m,
+                     1.0 if vehicle.crashed else 0.0)
+        columns = np.fromiter(rows, dtype=np.float64, count=len(rows)).reshape(self.num_envs, 8)
+        ranges = None
+        if self._car.range_beams > 0:
+            full = [self._car.range_max_m] * self._car.range_beams
+            ranges = np.array([list(v.range_scan.ranges_m) or full for v in vehicles],
+                              dtype=np.float64)
+        return columns, ranges, np.array(ticks, dtype=np.int64), states
 
     def close(self):
+        self._request = None
+        self._buffer = None
+        self._parts = []
         for env in self.envs:
             env.close()
         if self._own_client:
             self.client.close()
 
 
+def _raise_failed(results, with_rows):
+    """Raises RuntimeError naming each session whose step failed (its code and message) or
+    whose car is gone (no row in `with_rows`, the indices of the sessions with a row, when the
+    response was a table; else no car in its state)."""
+    problems = []
+    for i, result in enumerate(results):
+        if result.code != 0:
+            problems.append(f"session {result.session_id}: {result.message} (gRPC code "
+                            f"{result.code})")
+        elif (i not in with_rows) if not result.HasField("state") else \
+                len(result.state.vehicles) != 1:
+            problems.append(f"session {result.session_id}: its car is not in the session any "
+                            "more")
+    raise RuntimeError("; ".join(problems) or "the step's results do not match the envs")
+
+
 def _stack_infos(infos):
     """A list of per-env info dicts as one dict of arrays (Gymnasium's vector form)."""
     return {key: np.array([info[key] for info in infos]) for key in infos[0]}
+
+
+def _info_of(infos, i):
+    """Env i's info dict (Python values) from a dict of arrays."""
+    return {key: value[i].item() if isinstance(value[i], np.generic) else value[i]
+            for key, value in infos.items()}
 
 
 class MultiAgentDrivingEnv(_SessionOwner):
