@@ -993,40 +993,24 @@ grpc::ServerUnaryReactor* SimulatorService::StepSessions(grpc::CallbackServerCon
     const int here = count < kStepSessionsSplit ? count : (count + 1) / 2;
     const auto launch = [&](int i) {
       const v1::SessionStep& step = request.steps(i);
-      // A Step that cannot start (a clock pacing the session) is refused before its controls
-      // are set; the controls held before are put back if it is refused after all (the clock
-      // changed meanwhile, its queue full): a failed step changes nothing of its session.
-      if (const absl::Status can_step = sessions[i]->CheckStep(step.ticks()); !can_step.ok()) {
-        batch->Refuse(i, can_step);
-        return;
+      // The controls and the Step start together or not at all (one lock): a Step that
+      // cannot start (a clock pacing the session, its queue full) sets no controls, and
+      // controls the session refuses start no Step.
+      std::vector<sim::VehicleInput> inputs;
+      inputs.reserve(step.controls_size());
+      for (const v1::VehicleControl& control : step.controls()) {
+        inputs.push_back(VehicleInputFromProto(control));
       }
-      std::vector<sim::VehicleInput> before;
-      if (!step.controls().empty()) {
-        std::vector<sim::VehicleInput> inputs;
-        std::vector<sim::VehicleId> ids;
-        inputs.reserve(step.controls_size());
-        for (const v1::VehicleControl& control : step.controls()) {
-          inputs.push_back(VehicleInputFromProto(control));
-          ids.push_back(control.vehicle_id());
-        }
-        for (const std::optional<sim::VehicleInput>& held : sessions[i]->HeldControls(ids)) {
-          if (held.has_value()) before.push_back(*held);
-        }
-        const auto set = sessions[i]->SetControls(inputs);
-        if (!set.ok()) {
-          batch->Refuse(i, InField("controls", set.status()));
-          return;
-        }
-      }
+      bool controls_refused = false;
       absl::StatusOr<std::shared_ptr<session::StepTicket>> started = sessions[i]->StartStep(
           step.ticks(), std::nullopt,
           [batch, i](absl::StatusOr<session::StepResult> result) {
             batch->Deliver(i, std::move(result));
           },
-          /*may_run_here=*/i < here);
+          {.may_run_here = i < here, .controls = inputs, .controls_refused = &controls_refused});
       if (!started.ok()) {
-        if (!before.empty()) (void)sessions[i]->SetControls(before);
-        batch->Refuse(i, started.status());
+        batch->Refuse(i, controls_refused ? InField("controls", started.status())
+                                          : started.status());
         return;
       }
       batch->Launched(*std::move(started));

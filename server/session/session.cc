@@ -344,14 +344,9 @@ absl::Status Session::CheckStepLocked(std::uint32_t ticks) const {
   return absl::OkStatus();
 }
 
-absl::Status Session::CheckStep(std::uint32_t ticks) const {
-  absl::MutexLock lock(&mu_);
-  return CheckStepLocked(ticks);
-}
-
 absl::StatusOr<std::shared_ptr<StepTicket>> Session::StartStep(
     std::uint32_t ticks, std::optional<std::uint64_t> expected_tick,
-    std::function<void(absl::StatusOr<StepResult>)> on_done, bool may_run_here) {
+    std::function<void(absl::StatusOr<StepResult>)> on_done, StepOptions options) {
   if (scheduler_ == nullptr) {
     return absl::FailedPreconditionError("ticks: this session has no workers to step it");
   }
@@ -369,9 +364,19 @@ absl::StatusOr<std::shared_ptr<StepTicket>> Session::StartStep(
           "ticks: session ", id_, " already has ", kMaxQueuedSteps,
           " Steps queued; wait for them to finish"));
     }
+    if (!options.controls.empty()) {
+      const Command command =
+          SetControlsCommand{{options.controls.begin(), options.controls.end()}};
+      absl::Status set = CheckCommandLocked(command);
+      if (set.ok()) set = ApplyLocked(command);
+      if (!set.ok()) {
+        if (options.controls_refused != nullptr) *options.controls_refused = true;
+        return set;
+      }
+    }
     steps_.push_back(ticket);
     if (steps_.size() > 1) return ticket;  // The session is already scheduled for its Steps.
-    if (may_run_here && CheapLocked(ticks)) {
+    if (options.may_run_here && CheapLocked(ticks)) {
       try {
         RunStepLocked(clock_->NowNanos() + kInlineBudget_ns, after);
       } catch (...) {
@@ -421,14 +426,14 @@ void Session::RunStepLocked(std::optional<std::int64_t> slice_end_ns, AfterUnloc
     ticket->started_ = true;
     (void)ApplyLocked(StepCommand{ticket->ticks_});  // Shows the Step to the observers.
   }
+  std::int64_t tick_end_ns = clock_->NowNanos();
   while (ticket->done_ < ticket->ticks_ && !ticket->cancelled_) {
-    TickLocked(&ticket->events_);
+    tick_end_ns = TickLocked(&ticket->events_, tick_end_ns);
     ++ticket->done_;
-    // The slice ends when it has run its time, or when a subscriber waits to be told of a
-    // frame: an idle reader gets every frame it can keep up with, as with paced ticks.
-    if (slice_end_ns.has_value() && (!ready_.empty() || clock_->NowNanos() >= *slice_end_ns)) {
-      break;
-    }
+    // The slice ends when it has run its time (as of the tick's own end: one clock read
+    // fewer a tick), or when a subscriber waits to be told of a frame: an idle reader gets
+    // every frame it can keep up with, as with paced ticks.
+    if (slice_end_ns.has_value() && (!ready_.empty() || tick_end_ns >= *slice_end_ns)) break;
   }
   if (ticket->cancelled_ && ticket->done_ < ticket->ticks_) {
     finish(absl::CancelledError(absl::StrCat("ticks: the Step was cancelled after ",
@@ -572,14 +577,14 @@ std::optional<std::int64_t> Session::RunBarrierLocked(std::int64_t now_ns) {
     if (metrics_ != nullptr) metrics_->barrier_timeouts->Add();
   }
   ++paced_ticks_;
-  TickLocked(nullptr);
+  TickLocked(nullptr, clock_->NowNanos());
   barrier_deadline_ns_ = DeadlineAfter(now_ns, clock_settings_.barrier_timeout_s * 1e9);
   return barrier_deadline_ns_;
 }
 
 std::optional<std::int64_t> Session::RunRealtimeLocked(std::int64_t now_ns) {
   if (period_ns_ == 0.0) {  // As fast as possible: one tick per turn.
-    TickLocked(nullptr);
+    TickLocked(nullptr, clock_->NowNanos());
     ++paced_ticks_;
     return now_ns;
   }
@@ -607,7 +612,7 @@ std::optional<std::int64_t> Session::RunRealtimeLocked(std::int64_t now_ns) {
       static_cast<std::size_t>(lateness_ns / kLatenessBucket_ns), kLatenessBuckets - 1)];
   lateness_max_ns_ = std::max(lateness_max_ns_, lateness_ns);
   ++paced_ticks_;
-  TickLocked(nullptr);
+  TickLocked(nullptr, clock_->NowNanos());
   return DeadlineLocked(world_.tick() + 1);
 }
 
@@ -616,12 +621,12 @@ bool Session::CheapLocked(std::uint64_t ticks) const {
          static_cast<double>(tick_cost_ns_) * static_cast<double>(ticks) <= kInlineBudget_ns;
 }
 
-void Session::TickLocked(FrameEvents* events) {
-  const std::int64_t start_ns = clock_->NowNanos();
+std::int64_t Session::TickLocked(FrameEvents* events, std::int64_t start_ns) {
   if (!braking_.empty()) BrakeLocked();
   transitions_.clear();
   world_.Step(&transitions_);
-  tick_cost_ns_ = clock_->NowNanos() - start_ns;
+  const std::int64_t end_ns = clock_->NowNanos();
+  tick_cost_ns_ = end_ns - start_ns;
   if (metrics_ != nullptr) {
     metrics_->ticks->Add();
     metrics_->tick_duration->ObserveNanos(tick_cost_ns_);
@@ -636,7 +641,7 @@ void Session::TickLocked(FrameEvents* events) {
     if (over_contact_budget) ++events->ticks_over_contact_budget;
   }
   for (const std::shared_ptr<CommandObserver>& observer : observers_) observer->OnTick(world_);
-  if (subscribers_.empty()) return;
+  if (subscribers_.empty()) return end_ns;
   const std::uint64_t tick = world_.tick();
   std::shared_ptr<const Frame> frame;
   for (const std::shared_ptr<Subscriber>& subscriber : subscribers_) {
@@ -645,6 +650,7 @@ void Session::TickLocked(FrameEvents* events) {
     if (frame == nullptr) frame = MakeFrameLocked();
     if (subscriber->Offer(frame)) ready_.push_back(subscriber);
   }
+  return end_ns;
 }
 
 void Session::TakeReadyLocked(AfterUnlock& after) {

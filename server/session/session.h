@@ -179,6 +179,18 @@ struct SessionDescription {
   std::vector<sim::Obstacle> obstacles;           // Only when asked for.
 };
 
+// Session::StartStep's options beyond the Step itself.
+struct StepOptions {
+  // False: even a cheap Step goes to the workers (a caller with many Steps to start hands
+  // some of them on, to run in parallel with the ones it runs itself).
+  bool may_run_here = true;
+  // Set first, as Session::SetControls, under the same lock: the controls and the Step start
+  // together or neither does (a Step that cannot start sets no controls). A refusal of the
+  // controls themselves (SetControls's errors) also sets *controls_refused, when given.
+  absl::Span<const sim::VehicleInput> controls;
+  bool* controls_refused = nullptr;
+};
+
 // A session: one world, its clock, its subscribers and its controllers.
 //
 // Every change to the world comes in as a Command (command.h) and is applied by the one
@@ -252,11 +264,10 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // InvalidArgument ("ticks") unless 1 <= ticks <= max_ticks_per_step; FailedPrecondition if
   // the clock is paced (REALTIME or BARRIER, not paused) or there is no scheduler;
   // ResourceExhausted beyond kMaxQueuedSteps queued Steps.
-  // `may_run_here` false: even a cheap Step goes to the workers (a caller with many Steps to
-  // start hands some of them on, to run in parallel with the ones it runs itself).
+  // `options`: see StepOptions.
   absl::StatusOr<std::shared_ptr<StepTicket>> StartStep(
       std::uint32_t ticks, std::optional<std::uint64_t> expected_tick,
-      std::function<void(absl::StatusOr<StepResult>)> on_done, bool may_run_here = true);
+      std::function<void(absl::StatusOr<StepResult>)> on_done, StepOptions options = {});
   // The same Step, run on the caller's thread (tests, replays, tools). Errors as StartStep.
   absl::StatusOr<StepResult> Step(std::uint32_t ticks, std::optional<std::uint64_t> expected_tick);
 
@@ -279,10 +290,6 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // The current frame and the world's StateHash, of the same tick.
   std::pair<std::shared_ptr<const Frame>, std::uint64_t> CurrentFrameAndHash() const;
   SessionDescription Describe(bool with_vehicles) const;
-  // Whether a Step of `ticks` would start now (StartStep's own checks: the ticks' range, the
-  // session open, a clock that is not pacing it); for a caller that must know before it
-  // changes anything.
-  absl::Status CheckStep(std::uint32_t ticks) const;
 
   // The controls the vehicles of `ids` hold now (sim::World::HeldControls).
   std::vector<std::optional<sim::VehicleInput>> HeldControls(
@@ -399,7 +406,11 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   bool PacedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One tick of the world, shown to the observers and offered to the subscribers; appends its
   // transitions to `events` if not null. Measures its cost (tick_cost_ns_).
-  void TickLocked(FrameEvents* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `start_ns`: the clock's time as the tick begins (a Step's ticks pass the end of the one
+  // before: one clock read a tick). Returns the clock's time at the end of the tick's own
+  // work (before its subscribers).
+  std::int64_t TickLocked(FrameEvents* events, std::int64_t start_ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `ticks` ticks are expected to fit kInlineBudget_ns (false before any tick was
   // measured).
   bool CheapLocked(std::uint64_t ticks) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
