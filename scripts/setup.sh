@@ -21,6 +21,8 @@ server_packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev libspdlog-dev libssl-dev libcivetweb-dev nlohmann-json3-dev
   python3 python3-setuptools python3-wheel
+  # Recordings (server/record): MCAP chunks compressed with zstd.
+  libzstd-dev
 )
 packages=(
   "${server_packages[@]}" ccache libgtest-dev libgmock-dev libbenchmark-dev

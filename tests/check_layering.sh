@@ -6,6 +6,7 @@
 #   server/session  no gRPC or protobuf, nothing above it;
 #   server/api      nothing above it (server/web beside it, server/app above both);
 #   server/web      no gRPC or protobuf, not the gRPC layer beside it, nothing above it;
+#   server/record   recordings (MCAP): no gRPC or protobuf, nothing above it;
 #   server/auth     tokens and roles: util, Abseil and OpenSSL only;
 #   server/util     Abseil only.
 # And that no non-test file of server/sim calls a libm transcendental (World::StateHash is
@@ -33,6 +34,8 @@ check server/sim "$sim_forbidden" 'gRPC, protobuf, spdlog, threads, clocks or hi
   --include='*_test.cc'
 check server/session 'grpc|google/protobuf|pitlane/v1|server/(api|web|app|auth)' \
   'gRPC, protobuf or the layers above it'
+check server/record 'grpc|google/protobuf|pitlane/v1|server/(api|web|app)' \
+  'gRPC, protobuf or the layers above it (recordings are files; the gRPC layer serves them)'
 check server/auth 'grpc|google/protobuf|pitlane/v1|spdlog|server/(sim|session|api|web|app)' \
   'gRPC, protobuf, spdlog (tokens are never logged), the simulation or the layers above it'
 check server/api 'server/(web|app)' 'the web endpoint or the app wiring' \
