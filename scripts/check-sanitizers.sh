@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CI's sanitizer stage (clang 14 from Debian): builds and runs
-#   ASan + UBSan   sim_test, session_test, api_test   (build-fuzz/, which also has the fuzzers)
+#   ASan + UBSan   sim_test, session_test, api_test, web_test, record_test (build-fuzz/)
 #   TSan           session_test                       (build-tsan/)
 #   each fuzzer    for $PITLANE_FUZZ_SECONDS seconds (default 20) on a copy of its corpus
 # and fails on any sanitizer report, test failure or fuzzer crash.
@@ -46,7 +46,7 @@ timed() {
   echo "check-sanitizers: $label took $((SECONDS - start)) s"
 }
 
-asan_tests=(sim_test session_test api_test web_test)
+asan_tests=(sim_test session_test api_test web_test record_test)
 fuzzers=(request_fuzzer scenario_fuzzer command_fuzzer)
 timed "ASan+UBSan build" cmake --build build-fuzz -j2 --target "${asan_tests[@]}" "${fuzzers[@]}"
 timed "TSan build" cmake --build build-tsan -j2 --target session_test
