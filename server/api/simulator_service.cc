@@ -756,8 +756,10 @@ class BatchStepReactor final : public grpc::ServerUnaryReactor {
     Answer();
   }
 
-  // Deliver for the table layout: the frame is kept (the rows are written when all are in,
-  // once the widest range scan is known) and its rows counted against the response's size.
+  // Deliver for the table layout: the frame is kept (the rows are written when all are in)
+  // if the table with its rows still fits the response, every row padded to the widest range
+  // scan so far (a wide scan widens the rows before it too); else this session's result is
+  // RESOURCE_EXHAUSTED, and the others keep theirs.
   void DeliverRows(int index, absl::StatusOr<session::StepResult> result) {
     {
       absl::MutexLock lock(&mu_);
@@ -766,16 +768,23 @@ class BatchStepReactor final : public grpc::ServerUnaryReactor {
       if (!result.ok()) {
         Fail(slot, result.status());
       } else {
-        std::size_t bytes = 0;
+        std::size_t rows = 0;
+        std::size_t beams = table_beams_;
         ForEachRow(index, *result->frame, [&](const sim::VehicleSnapshot& vehicle) {
-          bytes += (kTableColumns + BeamsOf(vehicle)) * sizeof(double);
+          ++rows;
+          beams = std::max(beams, BeamsOf(vehicle));
         });
+        const std::size_t bytes =
+            (table_rows_ + rows) * (kTableColumns + beams) * sizeof(double) +
+            static_cast<std::size_t>(response_.results_size()) * kResultOverhead;
         const absl::Status fits = CheckResponseSize(
-            bytes_ + bytes,
-            "this session was stepped, but its vehicles do not fit in the response with the "
-            "others'; ask for fewer vehicles (vehicle_ids) or fewer sessions at a time");
+            bytes,
+            "this session was stepped, but its vehicles do not fit in the response's table with "
+            "the others' (each row as wide as the widest range scan); ask for fewer vehicles "
+            "(vehicle_ids) or fewer sessions at a time");
         if (fits.ok()) {
-          bytes_ += bytes;
+          table_rows_ += rows;
+          table_beams_ = beams;
           frames_[index] = std::move(result->frame);
         } else {
           Fail(slot, fits);
@@ -830,8 +839,10 @@ class BatchStepReactor final : public grpc::ServerUnaryReactor {
     out.set_message(std::string(status.message()));
   }
 
-  // The fixed columns of a VehicleTable row (see the proto), before the range scan's.
+  // The fixed columns of a VehicleTable row (see the proto), before the range scan's; and a
+  // bound on a result's own bytes beside its rows (its session id, code and message).
   static constexpr std::size_t kTableColumns = 12;
+  static constexpr std::size_t kResultOverhead = 256;
 
   static std::size_t BeamsOf(const sim::VehicleSnapshot& vehicle) {
     return vehicle.range_scan.has_value() ? vehicle.range_scan->ranges_m.size() : 0;
@@ -846,20 +857,13 @@ class BatchStepReactor final : public grpc::ServerUnaryReactor {
     }
   }
 
-  // The response's vehicle_table from the frames kept.
+  // The response's vehicle_table from the frames kept (their rows and widest scan counted as
+  // they came in, within the response's size).
   void WriteTableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    std::size_t beams = 0;
-    std::size_t rows = 0;
-    for (int i = 0; i < static_cast<int>(frames_.size()); ++i) {
-      if (frames_[i] == nullptr) continue;
-      ForEachRow(i, *frames_[i], [&](const sim::VehicleSnapshot& vehicle) {
-        beams = std::max(beams, BeamsOf(vehicle));
-        ++rows;
-      });
-    }
+    const std::size_t beams = table_beams_;
     const std::size_t columns = kTableColumns + beams;
     std::vector<double> values;
-    values.reserve(rows * columns);
+    values.reserve(table_rows_ * columns);
     for (int i = 0; i < static_cast<int>(frames_.size()); ++i) {
       if (frames_[i] == nullptr) continue;
       const session::Frame& frame = *frames_[i];
@@ -920,8 +924,11 @@ class BatchStepReactor final : public grpc::ServerUnaryReactor {
   std::size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;  // Of the states (or rows) kept so far.
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<session::StepTicket>> tickets_ ABSL_GUARDED_BY(mu_);
-  // The table layout: each step's frame, null if it failed (or is not in yet).
+  // The table layout: each step's frame, null if it failed (or is not in yet); the rows kept
+  // and the widest range scan among them.
   std::vector<std::shared_ptr<const session::Frame>> frames_ ABSL_GUARDED_BY(mu_);
+  std::size_t table_rows_ ABSL_GUARDED_BY(mu_) = 0;
+  std::size_t table_beams_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<BatchStepReactor> self_;
 };
 

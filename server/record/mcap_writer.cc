@@ -87,6 +87,25 @@ std::string ChannelRecord(std::uint16_t id, std::uint16_t schema_id, absl::strin
 McapWriter::McapWriter(ByteSink& sink, McapOptions options)
     : sink_(sink), options_(std::move(options)), data_crc_(kCrc32Init) {}
 
+namespace {
+
+// Strings, byte arrays and maps carry a uint32 length.
+absl::Status CheckLength(absl::string_view field, std::size_t size) {
+  if (size > std::numeric_limits<std::uint32_t>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", size, " bytes, more than an MCAP length (2^32 - 1) holds"));
+  }
+  return absl::OkStatus();
+}
+
+std::size_t MapBytes(const std::map<std::string, std::string>& map) {
+  std::size_t bytes = 0;
+  for (const auto& [key, value] : map) bytes += 8 + key.size() + value.size();
+  return bytes;
+}
+
+}  // namespace
+
 absl::Status McapWriter::Check(bool started_needed) const {
   RETURN_IF_ERROR(error_);
   if (finished_) return absl::FailedPreconditionError("the MCAP file is finished");
@@ -109,6 +128,8 @@ absl::Status McapWriter::Emit(absl::string_view bytes) {
 absl::Status McapWriter::Start() {
   RETURN_IF_ERROR(Check(false));
   if (started_) return absl::FailedPreconditionError("the MCAP file is started already");
+  RETURN_IF_ERROR(CheckLength("profile", options_.profile.size()));
+  RETURN_IF_ERROR(CheckLength("library", options_.library.size()));
   started_ = true;
   std::string body;
   PutString(body, options_.profile);
@@ -125,6 +146,9 @@ absl::StatusOr<std::uint16_t> McapWriter::AddSchema(absl::string_view name,
   if (schemas_.size() >= std::numeric_limits<std::uint16_t>::max()) {
     return absl::ResourceExhaustedError("an MCAP file holds at most 65535 schemas");
   }
+  RETURN_IF_ERROR(CheckLength("name", name.size()));
+  RETURN_IF_ERROR(CheckLength("encoding", encoding.size()));
+  RETURN_IF_ERROR(CheckLength("data", data.size()));
   const auto id = static_cast<std::uint16_t>(schemas_.size() + 1);  // 0 means "none".
   schemas_.push_back({id, std::string(name), std::string(encoding), std::string(data)});
   // In the open chunk: a reader streaming the file meets it before the messages using it.
@@ -142,6 +166,9 @@ absl::StatusOr<std::uint16_t> McapWriter::AddChannel(
   if (channels_.size() > std::numeric_limits<std::uint16_t>::max()) {
     return absl::ResourceExhaustedError("an MCAP file holds at most 65536 channels");
   }
+  RETURN_IF_ERROR(CheckLength("topic", topic.size()));
+  RETURN_IF_ERROR(CheckLength("message_encoding", message_encoding.size()));
+  RETURN_IF_ERROR(CheckLength("metadata", MapBytes(metadata)));
   const auto id = static_cast<std::uint16_t>(channels_.size());
   channels_.push_back({.id = id,
                        .schema_id = schema_id,
@@ -159,6 +186,10 @@ absl::Status McapWriter::Write(std::uint16_t channel_id, std::uint64_t log_time_
     return absl::NotFoundError(absl::StrCat("channel_id: no channel ", channel_id));
   }
   Channel& channel = channels_[channel_id];
+  // A message index lists 16 bytes per message behind a uint32 length.
+  if (chunk_index_[channel_id].size() >= std::numeric_limits<std::uint32_t>::max() / 16) {
+    RETURN_IF_ERROR(FlushChunk());
+  }
   chunk_index_[channel_id].emplace_back(log_time_ns, chunk_.size());
   std::string body;
   body.reserve(22 + data.size());
@@ -183,6 +214,13 @@ absl::Status McapWriter::Write(std::uint16_t channel_id, std::uint64_t log_time_
 
 absl::Status McapWriter::FlushChunk() {
   if (chunk_.empty()) return absl::OkStatus();
+  if (!chunk_has_messages_) {
+    // Only schemas and channels: as they are, in the data section (a chunk needs a message
+    // for its time range; one of 0..0 would start the file's time at 0).
+    const std::string records = std::move(chunk_);
+    chunk_.clear();
+    return Emit(records);
+  }
   std::string compressed;
   std::string compression;
   absl::string_view records = chunk_;
@@ -198,8 +236,8 @@ absl::Status McapWriter::FlushChunk() {
     compressed.resize(size);
     records = compressed;
   }
-  ChunkIndex index{.message_start_time = chunk_has_messages_ ? chunk_start_time_ : 0,
-                   .message_end_time = chunk_has_messages_ ? chunk_end_time_ : 0,
+  ChunkIndex index{.message_start_time = chunk_start_time_,
+                   .message_end_time = chunk_end_time_,
                    .chunk_start_offset = offset_,
                    .chunk_length = 0,
                    .message_index_offsets = {},
@@ -243,6 +281,8 @@ absl::Status McapWriter::Finish() {
   RETURN_IF_ERROR(Check(true));
   RETURN_IF_ERROR(FlushChunk());
   finished_ = true;
+  // Until the last byte is out: whatever ends Finish early (an exception) leaves this error.
+  error_ = absl::InternalError("the MCAP file's Finish did not complete");
   // The data end, with the CRC of every byte before it (magic and header included).
   std::string data_end;
   Put<std::uint32_t>(data_end, Crc32Final(data_crc_));
@@ -326,6 +366,7 @@ absl::Status McapWriter::Finish() {
   Put<std::uint64_t>(footer, summary_offset_start);
   Put<std::uint32_t>(footer, Crc32(footer));
   footer.append(kMagic.data(), kMagic.size());
+  error_ = absl::OkStatus();
   return Emit(footer);
 }
 

@@ -239,6 +239,28 @@ TEST_P(McapWriterTest, AFileCutShortIsReadUpToItsLastWholeChunk) {
   EXPECT_EQ(stream["done"], false);  // Not the end of a file: more was expected.
 }
 
+TEST_P(McapWriterTest, SchemasAndChannelsAfterTheLastMessageMakeNoChunkOfTheirOwn) {
+  StringSink sink;
+  McapWriter writer(sink, {.compression = GetParam(), .chunk_bytes = 16});
+  ASSERT_OK(writer.Start());
+  ASSERT_OK_AND_ASSIGN(const std::uint16_t channel, writer.AddChannel(0, "/first", "text", {}));
+  ASSERT_OK(writer.Write(channel, 5'000'000'000, 5'000'000'000, "the only message"));
+  // The chunk was written (16 bytes): what comes now has no message to give it a time.
+  ASSERT_OK_AND_ASSIGN(const std::uint16_t schema, writer.AddSchema("late", "jsonschema", "{}"));
+  ASSERT_OK(writer.AddChannel(schema, "/late", "json", {}).status());
+  ASSERT_OK(writer.Finish());
+  const std::string path = TempPath("late.mcap");
+  Save(path, sink.bytes());
+  const Json read = ReadWithMcapCore(path);
+  EXPECT_EQ(read["chunk_indexes"], 1) << read;
+  EXPECT_EQ(read["statistics"]["message_start_time"], "5000000000");
+  ASSERT_EQ(read["channels"].size(), 2u);
+  EXPECT_EQ(read["channels"][1]["topic"], "/late");
+  EXPECT_EQ(read["stream"]["error"], nullptr);
+  EXPECT_EQ(read["stream"]["records"]["Channel"], 2 + 2);  // In the data, and the summary.
+  EXPECT_EQ(read["messages"].size(), 1u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Compressions, McapWriterTest,
                          ::testing::Values(McapCompression::kZstd, McapCompression::kNone),
                          [](const auto& info) {

@@ -430,9 +430,9 @@ void Session::RunStepLocked(std::optional<std::int64_t> slice_end_ns, AfterUnloc
   while (ticket->done_ < ticket->ticks_ && !ticket->cancelled_) {
     tick_end_ns = TickLocked(&ticket->events_, tick_end_ns);
     ++ticket->done_;
-    // The slice ends when it has run its time (as of the tick's own end: one clock read
-    // fewer a tick), or when a subscriber waits to be told of a frame: an idle reader gets
-    // every frame it can keep up with, as with paced ticks.
+    // The slice ends when it has run its time, or when a subscriber waits to be told of a
+    // frame: an idle reader gets every frame it can keep up with, as with paced ticks. (The
+    // end of one tick is the start of the next: two clock reads a tick, not three.)
     if (slice_end_ns.has_value() && (!ready_.empty() || tick_end_ns >= *slice_end_ns)) break;
   }
   if (ticket->cancelled_ && ticket->done_ < ticket->ticks_) {
@@ -625,8 +625,7 @@ std::int64_t Session::TickLocked(FrameEvents* events, std::int64_t start_ns) {
   if (!braking_.empty()) BrakeLocked();
   transitions_.clear();
   world_.Step(&transitions_);
-  const std::int64_t end_ns = clock_->NowNanos();
-  tick_cost_ns_ = end_ns - start_ns;
+  tick_cost_ns_ = clock_->NowNanos() - start_ns;
   if (metrics_ != nullptr) {
     metrics_->ticks->Add();
     metrics_->tick_duration->ObserveNanos(tick_cost_ns_);
@@ -641,7 +640,7 @@ std::int64_t Session::TickLocked(FrameEvents* events, std::int64_t start_ns) {
     if (over_contact_budget) ++events->ticks_over_contact_budget;
   }
   for (const std::shared_ptr<CommandObserver>& observer : observers_) observer->OnTick(world_);
-  if (subscribers_.empty()) return end_ns;
+  if (subscribers_.empty()) return clock_->NowNanos();
   const std::uint64_t tick = world_.tick();
   std::shared_ptr<const Frame> frame;
   for (const std::shared_ptr<Subscriber>& subscriber : subscribers_) {
@@ -650,7 +649,7 @@ std::int64_t Session::TickLocked(FrameEvents* events, std::int64_t start_ns) {
     if (frame == nullptr) frame = MakeFrameLocked();
     if (subscriber->Offer(frame)) ready_.push_back(subscriber);
   }
-  return end_ns;
+  return clock_->NowNanos();
 }
 
 void Session::TakeReadyLocked(AfterUnlock& after) {

@@ -184,9 +184,11 @@ struct StepOptions {
   // False: even a cheap Step goes to the workers (a caller with many Steps to start hands
   // some of them on, to run in parallel with the ones it runs itself).
   bool may_run_here = true;
-  // Set first, as Session::SetControls, under the same lock: the controls and the Step start
-  // together or neither does (a Step that cannot start sets no controls). A refusal of the
-  // controls themselves (SetControls's errors) also sets *controls_refused, when given.
+  // Set as Session::SetControls does, under the lock that queues the Step, once the Step's own
+  // checks passed (a Step that cannot be queued sets no controls; controls refused queue no
+  // Step). Like SetControls they take effect from the next tick: if another Step is running
+  // or queued before this one, from that Step's next tick. A refusal of the controls
+  // themselves (SetControls's errors) also sets *controls_refused, when given.
   absl::Span<const sim::VehicleInput> controls;
   bool* controls_refused = nullptr;
 };
@@ -407,8 +409,9 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // One tick of the world, shown to the observers and offered to the subscribers; appends its
   // transitions to `events` if not null. Measures its cost (tick_cost_ns_).
   // `start_ns`: the clock's time as the tick begins (a Step's ticks pass the end of the one
-  // before: one clock read a tick). Returns the clock's time at the end of the tick's own
-  // work (before its subscribers).
+  // before). Returns the clock's time once the tick is done, its subscribers offered the
+  // frame. Its cost (tick_cost_ns_, the tick_duration metric) is from `start_ns` to the
+  // end of the world's step, for paced and stepped ticks alike.
   std::int64_t TickLocked(FrameEvents* events, std::int64_t start_ns)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `ticks` ticks are expected to fit kInlineBudget_ns (false before any tick was

@@ -9,7 +9,7 @@ import pytest
 
 import pitlane
 from pitlane import envs
-from conftest import assert_rpc_error, running_token_server
+from conftest import assert_rpc_error, running_server, running_token_server
 
 
 def lockstep(client, name, cars=1, seed=0):
@@ -301,3 +301,32 @@ def test_the_vector_env_without_its_bytes_path(address, case, monkeypatch):
         vector.close()
         for env in singles:
             env.close()
+
+
+def test_a_table_that_would_not_fit_refuses_a_session_not_the_call():
+    # Each row is as wide as the widest range scan in the table: a car with 360 beams would
+    # make 3,000 scanless cars' rows 372 doubles wide, 8.9 MB, past a 1 MiB response. The
+    # session whose result comes in second (the big one runs on a worker, the small one at
+    # once) is refused in its own result; the other keeps its rows; nothing is built to find
+    # out (the size is counted as the results come in).
+    with running_server("--max_send_message_mib=1") as server, \
+            pitlane.Client(server.address) as client:
+        many = client.create_session(name="many").session_id
+        client.spawn_vehicles(many, [pitlane.vehicle_spec(x_m=10.0 * (i % 60),
+                                                          y_m=10.0 * (i // 60))
+                                     for i in range(3000)])
+        wide = client.create_session(name="wide").session_id
+        client.spawn_vehicles(wide, [pitlane.vehicle_spec(
+            range_scan={"beam_count": 360, "max_range_m": 50.0})])
+        results, rows = client.step_sessions(
+            [{"session_id": many}, {"session_id": wide}], table=True)
+        codes = [r.code for r in results]
+        exhausted = grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+        assert sorted(codes) == [0, exhausted], results
+        refused = results[codes.index(exhausted)]
+        assert "widest range scan" in refused.message
+        width = len(pitlane.VEHICLE_TABLE_COLUMNS)
+        expected = (3000, width) if codes[0] == 0 else (1, width + 360)
+        assert rows.shape == expected
+        for sid in (many, wide):  # Both stepped all the same.
+            assert client.get_state(sid).time.tick == 1
