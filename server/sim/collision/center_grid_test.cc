@@ -887,7 +887,8 @@ TEST(CenterGrid, RowLookupAroundTheRowIndexThreshold) {
 }
 
 // Entries sort by (row, column) and, within a cell, by object index, whichever sort Build
-// uses (few objects or many, keys of one digit or several): 1 to 3000 objects crowded into 15
+// uses (an insertion sort below 32 objects, a comparison sort below 256, a radix sort above;
+// keys of one digit or several): 1 to 3000 objects crowded into 15
 // cells (many equal keys), in random order, some scenes with one object in twenty up to 1e9 m
 // away (keys of up to six 11-bit digits). Every occupied row, read whole, lists its objects by
 // column and then index; the pairs and the comparison count match the oracles.
@@ -896,7 +897,7 @@ TEST(CenterGrid, SortOrdersByCellThenIndexForAnyCount) {
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   CenterGrid grid;
   const double c = 4.0;
-  for (const int n : {1, 2, 100, 255, 256, 257, 3000}) {
+  for (const int n : {1, 2, 3, 17, 31, 32, 33, 100, 255, 256, 257, 3000}) {
     for (const bool far : {false, true}) {
       SCOPED_TRACE(::testing::Message() << n << " objects" << (far ? ", some far" : ""));
       std::vector<Aabb> boxes;

@@ -20,7 +20,20 @@ void StableSortByKey(std::vector<T>& items, int key_bits, KeyOf key, std::vector
   constexpr int kDigitBits = 11;
   constexpr std::uint64_t kDigitMask = (std::uint64_t{1} << kDigitBits) - 1;
   constexpr std::size_t kComparisonSortBelow = 256;
+  constexpr std::size_t kInsertionSortBelow = 32;
   const std::size_t count = items.size();
+  if (count < kInsertionSortBelow) {
+    // A few items (a small world's every tick): insertion sort, stable, and unlike
+    // std::stable_sort without a temporary buffer to allocate.
+    for (std::size_t i = 1; i < count; ++i) {
+      T item = items[i];
+      const auto item_key = key(item);
+      std::size_t j = i;
+      for (; j > 0 && item_key < key(items[j - 1]); --j) items[j] = items[j - 1];
+      items[j] = item;
+    }
+    return;
+  }
   if (count < kComparisonSortBelow) {
     std::stable_sort(items.begin(), items.end(),
                      [&key](const T& a, const T& b) { return key(a) < key(b); });

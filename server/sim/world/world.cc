@@ -233,8 +233,18 @@ absl::Status World::SetInputs(absl::Span<const VehicleInput> inputs) {
   // Validate and look up everything first: all or none.
   std::vector<std::size_t> indices;
   indices.reserve(inputs.size());
+  // A repeated id: a few inputs (one car per session is common) are compared pairwise, more
+  // go through a set.
+  constexpr std::size_t kPairwiseBelow = 16;
   absl::flat_hash_set<VehicleId> seen;
-  seen.reserve(inputs.size());
+  if (inputs.size() >= kPairwiseBelow) seen.reserve(inputs.size());
+  const auto repeated = [&](std::size_t i) {
+    if (inputs.size() >= kPairwiseBelow) return !seen.insert(inputs[i].id).second;
+    for (std::size_t k = 0; k < i; ++k) {
+      if (inputs[k].id == inputs[i].id) return true;
+    }
+    return false;
+  };
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const VehicleInput& input = inputs[i];
     const std::ptrdiff_t index = table.Find(input.id);
@@ -247,7 +257,7 @@ absl::Status World::SetInputs(absl::Span<const VehicleInput> inputs) {
                                  "vehicle_id: vehicle ", input.id, " has a built-in driver")));
     }
     RETURN_IF_ERROR(IndexedError(i, CheckControls(table.kinds[index], input)));
-    if (!seen.insert(input.id).second) {
+    if (repeated(i)) {
       return IndexedError(i, absl::InvalidArgumentError(absl::StrCat(
                                  "vehicle_id: vehicle ", input.id, " appears more than once")));
     }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/sim/testing/sim_test_context.h"
@@ -233,6 +234,33 @@ TEST(World, SetInputsIsAllOrNoneAndNamesTheEntry) {
   }
   world.Step();
   for (const VehicleSnapshot& v : world.Snapshot()) EXPECT_EQ(v.speed_mps, 0.0) << v.id;
+}
+
+// A repeated id is found whether the inputs are few (compared pairwise) or many (a set), at
+// any position; distinct ids pass either way.
+TEST(World, SetInputsFindsARepeatedIdAmongFewOrMany) {
+  SimTestContext sim(TestWorld());
+  World& world = sim.world();
+  std::vector<VehicleSpec> specs;
+  for (int i = 0; i < 40; ++i) specs.push_back(At(10.0 * i));
+  ASSERT_TRUE(world.Spawn(specs).ok());
+  for (const std::size_t count : {2, 3, 15, 16, 17, 40}) {
+    SCOPED_TRACE(::testing::Message() << count << " inputs");
+    std::vector<VehicleInput> inputs;
+    for (std::size_t i = 0; i < count; ++i) {
+      inputs.push_back({.id = static_cast<VehicleId>(i + 1), .acceleration_mps2 = 0.5});
+    }
+    EXPECT_TRUE(world.SetInputs(inputs).ok());
+    for (const std::size_t repeat_of : {std::size_t{0}, count / 2, count - 1}) {
+      std::vector<VehicleInput> repeated = inputs;
+      repeated.push_back({.id = inputs[repeat_of].id});
+      const absl::Status status = world.SetInputs(repeated);
+      EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+      EXPECT_THAT(std::string(status.message()),
+                  HasSubstr(absl::StrCat("[", count, "].vehicle_id: vehicle ",
+                                         inputs[repeat_of].id, " appears more than once")));
+    }
+  }
 }
 
 TEST(World, RemovingKeepsTheOthersInOrderWithTheirState) {
