@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "google/protobuf/arena.h"
 #include "server/api/audit.h"
 #include "server/api/convert.h"
 #include "server/api/grpc_status.h"
@@ -940,7 +941,10 @@ grpc::ServerUnaryReactor* SimulatorService::StepSessions(grpc::CallbackServerCon
   std::shared_ptr<BatchStepReactor> batch;
   const absl::Status status = Guarded([&]() -> absl::Status {
     ASSIGN_OR_RETURN(const Caller caller, access_.Authenticate(*context));
-    v1::StepSessionsRequest request;
+    // On an arena: a call of many sessions parses into one block, not a message each.
+    google::protobuf::Arena arena;
+    v1::StepSessionsRequest& request =
+        *google::protobuf::Arena::CreateMessage<v1::StepSessionsRequest>(&arena);
     RETURN_IF_ERROR(ParseRequest(*raw_request, request));
     const int count = request.steps_size();
     if (count < 1 || count > kMaxSessionsPerStepSessions) {
