@@ -811,6 +811,27 @@ class BatchStepReactor final : public grpc::ServerUnaryReactor {
     --remaining_;
   }
 
+  // After the handler has started (or refused) every step without error: if every result is
+  // in already (each ran on the handler's thread, or was refused), encodes the response into
+  // `raw_response` here and returns its status: the handler answers with gRPC's own reactor
+  // (no thread of gRPC's is woken to run an OnDone of ours) and this object is not gRPC's.
+  // Else nullopt, and the call is this reactor's, answered when the last result comes in.
+  std::optional<absl::Status> FinishedHere() {
+    {
+      absl::MutexLock lock(&mu_);
+      started_ = true;
+      remaining_ -= unlaunched_;
+      unlaunched_ = 0;
+      if (remaining_ > 0 || answered_) return std::nullopt;
+      answered_ = true;
+    }
+    self_.reset();  // The handler's reference is the last that matters now.
+    return Guarded([&]() -> absl::Status {
+      absl::MutexLock lock(&mu_);
+      return EncodeLocked();
+    });
+  }
+
   // After the handler has started (or refused) every step: answers if all are in. With an
   // error (an exception in the handler), the call ends with it once the steps started are in,
   // and those not started never run.
@@ -892,20 +913,25 @@ class BatchStepReactor final : public grpc::ServerUnaryReactor {
     table->set_rows(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(double));
   }
 
+  // The response (the table written first, for that layout) into raw_response_.
+  absl::Status EncodeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    RETURN_IF_ERROR(error_);
+    if (table_) {
+      WriteTableLocked();
+      // Counted as the results came in; checked again as encoded.
+      RETURN_IF_ERROR(CheckResponseSize(
+          response_.ByteSizeLong(),
+          "the vehicles' table (its rows padded to the widest range scan) does not fit in "
+          "one response; ask for fewer vehicles (vehicle_ids) or fewer sessions at a time"));
+    }
+    *raw_response_ = SerializeMessage(response_);
+    return absl::OkStatus();
+  }
+
   void Answer() {
     const absl::Status status = Guarded([&]() -> absl::Status {
       absl::MutexLock lock(&mu_);
-      RETURN_IF_ERROR(error_);
-      if (table_) {
-        WriteTableLocked();
-        // The padding of narrower scans to the widest may take it past what was counted.
-        RETURN_IF_ERROR(CheckResponseSize(
-            response_.ByteSizeLong(),
-            "the vehicles' table (its rows padded to the widest range scan) does not fit in "
-            "one response; ask for fewer vehicles (vehicle_ids) or fewer sessions at a time"));
-      }
-      *raw_response_ = SerializeMessage(response_);
-      return absl::OkStatus();
+      return EncodeLocked();
     });
     grpc::Status finished = ToGrpcStatus(status);
     rpcs_.Count("StepSessions", finished.error_code());
@@ -1031,6 +1057,14 @@ grpc::ServerUnaryReactor* SimulatorService::StepSessions(grpc::CallbackServerCon
     return absl::OkStatus();
   });
   if (batch != nullptr) {
+    if (status.ok()) {
+      // All ran here (small steps, the common vector of environments): gRPC's own reactor
+      // answers, as for a Step that ran at once.
+      if (std::optional<absl::Status> here = batch->FinishedHere(); here.has_value()) {
+        return FinishUnary(context, *here, rpcs_, "StepSessions");
+      }
+      return batch.get();
+    }
     batch->Started(status);
     return batch.get();
   }
