@@ -430,9 +430,9 @@ class VectorDrivingEnv:
         # Per env: steps this episode; the car's x, y, cos(yaw) and sin(yaw) after the last
         # step (the default reward's forward distance is measured along that heading).
         self._steps = np.zeros(num_envs, dtype=np.int64)
-        # What a table's rows must say (session index, car id), env by env.
-        self._index = np.arange(num_envs, dtype=np.float64)
-        self._vehicle_ids = np.zeros(num_envs, dtype=np.float64)
+        # What a table's rows must say, env by env: its session's index, its car's id.
+        self._expected = np.zeros((num_envs, 2), dtype=np.float64)
+        self._expected[:, 0] = np.arange(num_envs)
         self._previous = np.zeros((num_envs, 4), dtype=np.float64)
         self._static_infos: dict = {}
 
@@ -507,7 +507,7 @@ class VectorDrivingEnv:
         step.session_id = env.session_id
         step.vehicle_ids[:] = [env.vehicle_id]
         self._controls[i].vehicle_id = env.vehicle_id
-        self._vehicle_ids[i] = env.vehicle_id
+        self._expected[i, 1] = env.vehicle_id
         self._static_infos["session_id"][i] = env.session_id
         self._static_infos["vehicle_id"][i] = env.vehicle_id
         self._static_infos["viewer"][i] = f"/?session={env.session_id}"
@@ -546,17 +546,10 @@ class VectorDrivingEnv:
                 control.acceleration_mps2 = accel
                 control.steering_angle_rad = steer
             read = self._read_states(self.client.step_sessions(self._request))
-        columns, ranges, ticks, states = read
-        # columns: speed, yaw rate, steering, cos(yaw), sin(yaw), x, y, crashed (as 1 or 0),
-        # one row per env; cos and sin from math, as the single env computes them.
-        scale = car.world_scale
-        x, y = columns[:, 5], columns[:, 6]
-        values = np.concatenate([columns[:, :5], (x / scale)[:, None], (y / scale)[:, None]],
-                                axis=1)
-        if car.range_beams > 0:
-            values = np.concatenate([values, np.minimum(ranges, car.range_max_m)], axis=1)
+        # values: the observations' numbers before their bounds, one row per env (cos and sin
+        # of the yaw from math, as the single env computes them).
+        values, x, y, crashed, ticks, states = read
         observations = car.bound(values)
-        crashed = columns[:, 7] != 0.0
         if car.goal is None:
             goal = np.zeros(self.num_envs, dtype=bool)
         else:
@@ -584,10 +577,13 @@ class VectorDrivingEnv:
             for env, state in zip(self.envs, states):
                 env._state = state  # pylint: disable=protected-access
         self._steps = steps
-        self._previous = np.stack([x, y, columns[:, 3], columns[:, 4]], axis=1)
+        previous = np.empty((self.num_envs, 4))
+        previous[:, 0], previous[:, 1] = x, y
+        previous[:, 2:] = values[:, 3:5]
+        self._previous = previous
         done = np.flatnonzero(terminated | truncated)
-        final_observation = np.full(self.num_envs, None, dtype=object)
-        final_info = np.full(self.num_envs, None, dtype=object)
+        final_observation = np.empty(self.num_envs, dtype=object)  # None each.
+        final_info = np.empty(self.num_envs, dtype=object)
         try:
             for i in done:  # Same-step autoreset: the next episode's start in place of the end.
                 final_observation[i] = observations[i].copy()
@@ -608,38 +604,48 @@ class VectorDrivingEnv:
         infos["_final_info"] = terminated | truncated
         return observations, rewards, terminated, truncated, infos
 
+    def _values(self, rows, yaw, x, y, beams_of):
+        """The unbounded observation numbers of every env: `rows` (one per env) holds speed,
+        yaw rate and steering in its columns 0 to 2; `beams_of(values)` fills the range
+        columns."""
+        car = self._car
+        values = np.empty((self.num_envs, 7 + car.range_beams))
+        values[:, :3] = rows
+        values[:, 3] = list(map(math.cos, yaw))
+        values[:, 4] = list(map(math.sin, yaw))
+        np.divide(x, car.world_scale, out=values[:, 5])
+        np.divide(y, car.world_scale, out=values[:, 6])
+        if car.range_beams > 0:
+            beams_of(values[:, 7:])
+        return values
+
     def _read_table(self, response):
-        """(columns, ranges, ticks, None) from a response with the vehicles' table; raises
-        (naming the sessions) unless every env's car has its row."""
+        """(values, x, y, crashed, ticks, None) from a response with the vehicles' table;
+        raises (naming the sessions) unless every env's car has its row."""
         table = response.vehicle_table
         rows = np.frombuffer(table.rows, dtype="<f8").reshape(-1, max(table.columns, 1))
-        if (rows.shape[0] != self.num_envs or not np.array_equal(rows[:, 0], self._index)
-                or not np.array_equal(rows[:, 1], self._vehicle_ids)):
+        if rows.shape[0] != self.num_envs or not np.array_equal(rows[:, :2], self._expected):
             _raise_failed(list(response.results), set(rows[:, 0].astype(int).tolist()))
-        yaw = rows[:, 5].tolist()
-        columns = np.empty((self.num_envs, 8), dtype=np.float64)
-        columns[:, 0] = rows[:, 6]  # speed
-        columns[:, 1] = rows[:, 9]  # yaw rate
-        columns[:, 2] = rows[:, 7]  # steering angle
-        columns[:, 3] = [math.cos(v) for v in yaw]
-        columns[:, 4] = [math.sin(v) for v in yaw]
-        columns[:, 5] = rows[:, 3]  # x
-        columns[:, 6] = rows[:, 4]  # y
-        columns[:, 7] = rows[:, 11]  # crashed
-        ranges = None
-        beams = self._car.range_beams
-        if beams > 0:
+        car = self._car
+
+        def ranges(out):
             # A car without its scan reads the maximum range on every beam, as in DrivingEnv.
-            ranges = np.full((self.num_envs, beams), self._car.range_max_m)
-            have = min(beams, table.range_beams)
-            scanned = rows[:, 12:12 + have]
-            ranges[:, :have] = np.where(np.isnan(scanned), self._car.range_max_m, scanned)
-        return columns, ranges, rows[:, 2].astype(np.int64), None
+            out[:] = car.range_max_m
+            have = min(car.range_beams, table.range_beams)
+            if have > 0:
+                scanned = rows[:, 12:12 + have]
+                out[:, :have] = np.where(np.isnan(scanned), car.range_max_m,
+                                         np.minimum(scanned, car.range_max_m))
+
+        x, y = rows[:, 3], rows[:, 4]
+        # Columns: speed 6, yaw rate 9, steering 7 (VEHICLE_TABLE_COLUMNS).
+        values = self._values(rows[:, (6, 9, 7)], rows[:, 5].tolist(), x, y, ranges)
+        return values, x, y, rows[:, 11] != 0.0, rows[:, 2].astype(np.int64), None
 
     def _read_states(self, results):
-        """(columns, ranges, ticks, states) from the results' states (each result is read
-        once: its protobuf objects cost more than anything else here); raises (naming the
-        sessions) unless every env's car is in its result."""
+        """(values, x, y, crashed, ticks, states) from the results' states (each result is
+        read once: its protobuf objects cost more than anything else here); raises (naming
+        the sessions) unless every env's car is in its result."""
         rows, vehicles, states, ticks = [], [], [], []
         for result in results:
             state = result.state
@@ -650,17 +656,19 @@ class VectorDrivingEnv:
             vehicles.append(vehicle)
             states.append(state)
             ticks.append(state.time.tick)
-            yaw = vehicle.yaw_rad
             rows += (vehicle.speed_mps, vehicle.yaw_rate_radps, vehicle.steering_angle_rad,
-                     math.cos(yaw), math.sin(yaw), vehicle.x_m, vehicle.y_m,
-                     1.0 if vehicle.crashed else 0.0)
-        columns = np.fromiter(rows, dtype=np.float64, count=len(rows)).reshape(self.num_envs, 8)
-        ranges = None
-        if self._car.range_beams > 0:
-            full = [self._car.range_max_m] * self._car.range_beams
-            ranges = np.array([list(v.range_scan.ranges_m) or full for v in vehicles],
-                              dtype=np.float64)
-        return columns, ranges, np.array(ticks, dtype=np.int64), states
+                     vehicle.yaw_rad, vehicle.x_m, vehicle.y_m, 1.0 if vehicle.crashed else 0.0)
+        columns = np.fromiter(rows, dtype=np.float64, count=len(rows)).reshape(self.num_envs, 7)
+        car = self._car
+
+        def ranges(out):
+            full = [car.range_max_m] * car.range_beams
+            out[:] = np.minimum(np.array([list(v.range_scan.ranges_m) or full for v in vehicles],
+                                         dtype=np.float64), car.range_max_m)
+
+        x, y = columns[:, 4], columns[:, 5]
+        values = self._values(columns[:, :3], columns[:, 3].tolist(), x, y, ranges)
+        return values, x, y, columns[:, 6] != 0.0, np.array(ticks, dtype=np.int64), states
 
     def close(self):
         self._request = None
