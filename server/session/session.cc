@@ -246,11 +246,15 @@ absl::Status Session::RemoveObstacle(sim::ObstacleId id) {
 }
 
 absl::StatusOr<SimTime> Session::SetControls(absl::Span<const sim::VehicleInput> inputs) {
-  const Command command = SetControlsCommand{{inputs.begin(), inputs.end()}};
   TurnLock lock(this);
-  RETURN_IF_ERROR(CheckCommandLocked(command));
-  RETURN_IF_ERROR(ApplyLocked(command));
+  RETURN_IF_ERROR(SetControlsLocked(inputs));
   return NowLocked();
+}
+
+absl::Status Session::SetControlsLocked(absl::Span<const sim::VehicleInput> inputs) {
+  const Command command = SetControlsCommand{{inputs.begin(), inputs.end()}};
+  RETURN_IF_ERROR(CheckCommandLocked(command));
+  return ApplyLocked(command);
 }
 
 absl::StatusOr<ClockSettings> Session::MergeClockLocked(const ClockUpdate& update) const {
@@ -365,11 +369,7 @@ absl::StatusOr<std::shared_ptr<StepTicket>> Session::StartStep(
           " Steps queued; wait for them to finish"));
     }
     if (!options.controls.empty()) {
-      const Command command =
-          SetControlsCommand{{options.controls.begin(), options.controls.end()}};
-      absl::Status set = CheckCommandLocked(command);
-      if (set.ok()) set = ApplyLocked(command);
-      if (!set.ok()) {
+      if (const absl::Status set = SetControlsLocked(options.controls); !set.ok()) {
         if (options.controls_refused != nullptr) *options.controls_refused = true;
         return set;
       }

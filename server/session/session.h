@@ -292,7 +292,6 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // The current frame and the world's StateHash, of the same tick.
   std::pair<std::shared_ptr<const Frame>, std::uint64_t> CurrentFrameAndHash() const;
   SessionDescription Describe(bool with_vehicles) const;
-
   // The controls the vehicles of `ids` hold now (sim::World::HeldControls).
   std::vector<std::optional<sim::VehicleInput>> HeldControls(
       absl::Span<const sim::VehicleId> ids) const;
@@ -397,6 +396,10 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Session-level checks of a client's command (the world checks the rest).
   absl::Status CheckCommandLocked(const Command& command) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SetControls under the lock: checked, then applied (both StartStep's controls and
+  // SetControls go through it).
+  absl::Status SetControlsLocked(absl::Span<const sim::VehicleInput> inputs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<ClockSettings> MergeClockLocked(const ClockUpdate& update) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the subscribers that TickLocked left in ready_ into `after`.
