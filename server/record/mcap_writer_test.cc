@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/record/crc32.h"
+#include "server/record/testing/mcap_core.h"
 #include "server/util/status_matchers.h"
 
 // An OK status, or the test stops with it; an OK StatusOr's value assigned to `lhs`.
@@ -64,19 +65,7 @@ struct Written {
   std::string data;
 };
 
-// Runs the reader on `path` and returns its JSON.
-Json ReadWithMcapCore(const std::string& path, bool stream_only = false) {
-  const std::string command =
-      absl::StrCat("node ", PITLANE_SOURCE_DIR, "/tests/web/mcap_read.mjs ",
-                   stream_only ? "--stream " : "", path, " 2>&1");
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  std::string out;
-  char buffer[65536];
-  for (std::size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe.get())) > 0;) out.append(buffer, n);
-  const Json json = Json::parse(out, nullptr, /*allow_exceptions=*/false);
-  EXPECT_FALSE(json.is_discarded()) << "the reader said: " << out.substr(0, 2000);
-  return json;
-}
+using testutil::ReadWithMcapCore;
 
 class McapWriterTest : public ::testing::TestWithParam<McapCompression> {
  protected:

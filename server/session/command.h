@@ -84,11 +84,24 @@ using Command =
                  RemoveObstacleCommand, SetControlsCommand, AttachControllerCommand,
                  DetachControllerCommand, SetClockCommand, ResetCommand, StepCommand>;
 
+// Where an observer starts to watch a session.
+struct ObservedStart {
+  std::uint64_t tick = 0;        // The world's tick.
+  std::uint64_t run = 0;         // Resets of the session so far (Frame::run).
+  std::uint64_t state_hash = 0;  // The world's StateHash at `tick`.
+  // The world is as the session's config builds it: at tick 0, and no command that changes
+  // it was applied since it was created or reset. From here, the config and the commands the
+  // observer sees are enough to run it again (Replay).
+  bool pristine = false;
+};
+
 // Sees every command a session applies and every tick it steps. Called under the session's
 // lock, on the thread that applies or steps: must not block and must not call the session.
 class CommandObserver {
  public:
   virtual ~CommandObserver() = default;
+  // Added to the session (Session::AddObserver): before every command and tick it sees.
+  virtual void OnAttach(const ObservedStart& start) { (void)start; }
   // `command` was applied when the world was at `tick`: it takes effect from the step that
   // makes tick + 1 (a ResetCommand: the world is at tick 0 after it).
   virtual void OnCommand(std::uint64_t tick, const Command& command) = 0;

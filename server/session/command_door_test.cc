@@ -355,6 +355,21 @@ TEST(Subscribers, LosslessQueueReportsExactlyWhatItLost) {
   EXPECT_EQ(deliveries[2].lost_frames, 4u);
   EXPECT_EQ(deliveries[2].lost_first_tick, 2u);
   EXPECT_EQ(deliveries[2].lost_last_tick, 5u);
+  EXPECT_FALSE(subscriber->TakeLost().has_value());  // Nothing lost since.
+
+  // Frames lost after the last one queued, when no more come: TakeLost says which.
+  reader->Hold();
+  ASSERT_TRUE(session->Step(4, std::nullopt).ok());  // 7 and 8 queued, 9 and 10 lost.
+  session->Unsubscribe(subscriber.get());
+  while (subscriber->Take().has_value()) {
+  }
+  const std::optional<Delivery> lost = subscriber->TakeLost();
+  ASSERT_TRUE(lost.has_value());
+  EXPECT_EQ(lost->frame, nullptr);
+  EXPECT_EQ(lost->lost_frames, 2u);
+  EXPECT_EQ(lost->lost_first_tick, 9u);
+  EXPECT_EQ(lost->lost_last_tick, 10u);
+  EXPECT_FALSE(subscriber->TakeLost().has_value());
 }
 
 // A kLatest subscriber holds one frame: the newest. Frames replaced while its reader held a
@@ -581,6 +596,48 @@ TEST(Subscribers, ATinyRateLimitHoldsFramesBackWithoutOverflowing) {
   ASSERT_TRUE(session->Subscribe(subscriber).ok());
   ASSERT_TRUE(session->Step(3, std::nullopt).ok());
   EXPECT_THAT(reader->ticks(), ElementsAre(0));  // The next slot is a year away.
+}
+
+// Where an observer starts: the tick, the run (resets so far, also in every frame), the hash,
+// and whether the config alone rebuilds the world from there (a replay can start there).
+TEST(CommandDoor, AnObserverIsToldWhereItStartsAndWhetherTheConfigRebuildsIt) {
+  struct Starts final : CommandObserver {
+    void OnAttach(const ObservedStart& start) override { seen.push_back(start); }
+    void OnCommand(std::uint64_t, const Command&) override {}
+    void OnTick(const sim::World&) override {}
+    std::vector<ObservedStart> seen;
+  };
+  SessionConfig config = Config();
+  config.vehicles.push_back(sim::VehicleSpec{});  // Built by the config: still pristine.
+  auto session = MakeSession(nullptr, config);
+  const auto start = [&] {
+    auto observer = std::make_shared<Starts>();
+    session->AddObserver(observer);
+    session->RemoveObserver(observer.get());
+    return observer->seen.at(0);
+  };
+  const ObservedStart fresh = start();
+  EXPECT_EQ(fresh.tick, 0u);
+  EXPECT_EQ(fresh.run, 0u);
+  EXPECT_EQ(fresh.state_hash, session->StateHash());
+  EXPECT_TRUE(fresh.pristine);
+  // A clock change leaves the world as built.
+  ASSERT_TRUE(session->SetClock({.real_time_factor = 2.0}).ok());
+  EXPECT_TRUE(start().pristine);
+  // Controls at tick 0 change what the next tick does: no longer what the config builds.
+  ASSERT_TRUE(session->SetControls({{.id = 1, .acceleration_mps2 = 1.0}}).ok());
+  EXPECT_FALSE(start().pristine);
+  // A reset gives it back, in a new run; a tick takes it away again.
+  ASSERT_TRUE(session->Reset().ok());
+  const ObservedStart reset = start();
+  EXPECT_TRUE(reset.pristine);
+  EXPECT_EQ(reset.run, 1u);
+  EXPECT_EQ(session->CurrentFrame()->run, 1u);
+  ASSERT_TRUE(session->Step(2, std::nullopt).ok());
+  const ObservedStart stepped = start();
+  EXPECT_FALSE(stepped.pristine);
+  EXPECT_EQ(stepped.tick, 2u);
+  EXPECT_EQ(stepped.state_hash, session->StateHash());
 }
 
 }  // namespace

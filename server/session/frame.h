@@ -23,6 +23,8 @@ struct SimTime {
 // make them, not to the frame.
 struct Frame {
   SimTime time;
+  // Resets of the session before this frame: (run, time.tick) orders a session's frames.
+  std::uint64_t run = 0;
   std::vector<sim::VehicleSnapshot> vehicles;  // By ascending id.
   std::vector<sim::Contact> contacts;          // In effect at this tick, by pair.
   // Contacts in effect beyond the world's budget, not in `contacts` (sim::World::contacts_dropped).

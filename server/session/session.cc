@@ -183,6 +183,7 @@ absl::Status Session::ApplyLocked(const Command& command, std::vector<std::uint6
           ASSIGN_OR_RETURN(sim::World world, BuildWorld(config_, world_.next_ids()));
           world_ = std::move(world);
           braking_.clear();
+          ++run_;
           tick_cost_ns_ = -1;
           previous_tick_over_contact_budget_ = false;
         } else if constexpr (std::is_same_v<T, StepCommand>) {
@@ -192,6 +193,14 @@ absl::Status Session::ApplyLocked(const Command& command, std::vector<std::uint6
       },
       command);
   if (!status.ok()) return status;
+  // Only a reset gives back the world its config builds; a clock change or a Step's start
+  // leave it as it is (a Step's ticks move it on).
+  if (std::holds_alternative<ResetCommand>(command)) {
+    pristine_ = true;
+  } else if (!std::holds_alternative<SetClockCommand>(command) &&
+             !std::holds_alternative<StepCommand>(command)) {
+    pristine_ = false;
+  }
   for (const std::shared_ptr<CommandObserver>& observer : observers_) {
     observer->OnCommand(tick, command);
   }
@@ -881,6 +890,10 @@ std::shared_ptr<Subscriber> Session::DetachLocked(std::vector<Controller>::itera
 
 void Session::AddObserver(std::shared_ptr<CommandObserver> observer) {
   TurnLock lock(this);
+  observer->OnAttach({.tick = world_.tick(),
+                      .run = run_,
+                      .state_hash = world_.StateHash(),
+                      .pristine = pristine_ && world_.tick() == 0});
   observers_.push_back(std::move(observer));
 }
 
@@ -1031,6 +1044,7 @@ SimTime Session::NowLocked() const {
 std::shared_ptr<const Frame> Session::MakeFrameLocked() const {
   auto frame = std::make_shared<Frame>();
   frame->time = NowLocked();
+  frame->run = run_;
   frame->vehicles = world_.Snapshot();
   frame->contacts = world_.contacts();
   frame->contacts_dropped = world_.contacts_dropped();

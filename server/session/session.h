@@ -351,7 +351,8 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   absl::StatusOr<SimTime> DetachVehicleController(sim::VehicleId vehicle,
                                                   const absl::Status& reason);
 
-  // Observers see every command applied and every tick stepped from now on.
+  // Observers see every command applied and every tick stepped from now on, after
+  // CommandObserver::OnAttach tells them where they start.
   void AddObserver(std::shared_ptr<CommandObserver> observer);
   void RemoveObserver(const CommandObserver* observer);
 
@@ -507,6 +508,9 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   std::uint64_t barrier_timeouts_ ABSL_GUARDED_BY(mu_) = 0;
   // Vehicles whose controller left with kBrakeToStop, braking until they stand still.
   std::vector<sim::VehicleId> braking_ ABSL_GUARDED_BY(mu_);
+  // Resets so far (Frame::run); whether no command changed the world since it was built.
+  std::uint64_t run_ ABSL_GUARDED_BY(mu_) = 0;
+  bool pristine_ ABSL_GUARDED_BY(mu_) = true;
   std::deque<std::shared_ptr<StepTicket>> steps_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Subscriber>> subscribers_ ABSL_GUARDED_BY(mu_);
   // Subscribers offered a frame whose transports are still to be told (see Finish).

@@ -109,6 +109,15 @@ bool Subscriber::OfferLocked(std::shared_ptr<const Frame> frame, FrameEvents eve
   return true;
 }
 
+std::optional<Delivery> Subscriber::TakeLost() {
+  absl::MutexLock lock(&mu_);
+  if (lost_ == 0) return std::nullopt;
+  return Delivery{.events = std::exchange(lost_events_, {}),
+                  .lost_frames = std::exchange(lost_, 0),
+                  .lost_first_tick = lost_first_tick_,
+                  .lost_last_tick = lost_last_tick_};
+}
+
 std::optional<Delivery> Subscriber::Take() {
   absl::MutexLock lock(&mu_);
   if (options_.kind == SubscriberOptions::Kind::kLossless) {

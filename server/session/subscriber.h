@@ -98,6 +98,10 @@ class Subscriber {
   // it back): OnReady comes with the next frame that can be taken. A transport calls it
   // when it can send, and again each time it has sent.
   std::optional<Delivery> Take();
+  // kLossless, once no more frames are offered (unsubscribed, or the session closed) and Take
+  // has emptied the queue: the frames lost after the last one queued, as a Delivery without a
+  // frame (lost_* set, and their events), if any were.
+  std::optional<Delivery> TakeLost();
 
   // Session side, under its lock. The contact transitions (kBegan, kEnded) of a tick; kept
   // until the next delivery.
