@@ -1,5 +1,5 @@
-// TSan builds only (tests/CMakeLists.txt links it into session_test when PITLANE_SANITIZE has
-// "thread"): tells ThreadSanitizer about the locks of Debian's Abseil.
+// TSan builds only (tests/CMakeLists.txt links it into session_test and record_test when
+// PITLANE_SANITIZE has "thread"): tells ThreadSanitizer about the locks of Debian's Abseil.
 //
 // Debian's libabsl_synchronization is not built with -fsanitize=thread, so TSan cannot see
 // absl::Mutex lock and unlock, and reports every access guarded by one as a race (the first

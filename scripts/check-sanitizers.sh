@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # CI's sanitizer stage (clang 14 from Debian): builds and runs
 #   ASan + UBSan   sim_test, session_test, api_test, web_test, record_test (build-fuzz/)
-#   TSan           session_test                       (build-tsan/)
+#   TSan           session_test, record_test          (build-tsan/)
 #   each fuzzer    for $PITLANE_FUZZ_SECONDS seconds (default 20) on a copy of its corpus
 # and fails on any sanitizer report, test failure or fuzzer crash.
 #   scripts/check-sanitizers.sh            all of it
 #   scripts/check-sanitizers.sh configure  only configures build-fuzz/ and build-tsan/ (once)
 # Debian's gRPC, protobuf and Abseil are not instrumented: ASan and UBSan do not need them to
-# be; TSan would report races inside them, so it runs only session_test, whose threads are
-# ours (pitlane_session, pitlane_sim, Abseil's Mutex is understood by TSan).
+# be; TSan would report races inside them, so it runs only session_test and record_test, whose
+# threads are ours (pitlane_session, pitlane_sim, the recorder; Abseil's Mutex is understood by
+# TSan; zstd runs on one writer thread).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR=$PWD  # Cache hits across checkouts.
@@ -49,11 +50,12 @@ timed() {
 asan_tests=(sim_test session_test api_test web_test record_test)
 fuzzers=(request_fuzzer scenario_fuzzer command_fuzzer)
 timed "ASan+UBSan build" cmake --build build-fuzz -j2 --target "${asan_tests[@]}" "${fuzzers[@]}"
-timed "TSan build" cmake --build build-tsan -j2 --target session_test
+timed "TSan build" cmake --build build-tsan -j2 --target session_test record_test
 # ctest gives each test its own timeout and a pass/fail summary line.
 regex="^($(IFS='|'; echo "${asan_tests[*]}"))\$"
 timed "ASan+UBSan tests" ctest --test-dir build-fuzz --output-on-failure -j2 -R "$regex"
-timed "TSan session_test" ctest --test-dir build-tsan --output-on-failure -R '^session_test$'
+timed "TSan session_test, record_test" ctest --test-dir build-tsan --output-on-failure \
+  -R '^(session_test|record_test)$'
 for fuzzer in "${fuzzers[@]}"; do
   timed "$fuzzer" scripts/fuzz.sh "$fuzzer" "${PITLANE_FUZZ_SECONDS:-20}"
 done

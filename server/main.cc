@@ -107,6 +107,19 @@ ABSL_FLAG(std::string, replica, "",
           "This server's name among several behind a proxy (docs/deployment.md): it ends every "
           "session id (s-<26 characters>.<replica>), the key the proxy routes a session's calls "
           "by. 1 to 32 characters of a-z, 0-9 and '-' (a Kubernetes pod name); empty: none.");
+ABSL_FLAG(std::string, record_dir, "",
+          "A directory to write recordings in (StartRecording; docs/recording.md); empty: "
+          "recording is off.");
+ABSL_FLAG(std::int64_t, record_quota_mib, 10240,
+          "Most MiB all the recordings in --record_dir may hold, those already there "
+          "included; 1..16777216.");
+ABSL_FLAG(std::int64_t, max_recording_mib, 1024,
+          "Largest recording, MiB (a recording's max_bytes: its default and upper bound); "
+          "1..1048576.");
+ABSL_FLAG(double, max_recording_s, 3600.0,
+          "Longest recording, seconds of simulated time (a recording's max_duration_s: its "
+          "default and upper bound); 1..10000000.");
+ABSL_FLAG(std::int64_t, max_recordings, 16, "Most recordings at once; 1..1000.");
 ABSL_FLAG(bool, healthcheck, false,
           "Asks the server started with the same flags whether it is ready (its HTTP endpoint's "
           "/readyz on --http_listen) and exits 0 if so, 1 if not: a container's HEALTHCHECK.");
@@ -157,6 +170,11 @@ std::vector<const absl::CommandLineFlag*> PitlaneFlags() {
           &absl::GetFlagReflectionHandle(FLAGS_tls_key_file),
           &absl::GetFlagReflectionHandle(FLAGS_tls_client_ca_file),
           &absl::GetFlagReflectionHandle(FLAGS_replica),
+          &absl::GetFlagReflectionHandle(FLAGS_record_dir),
+          &absl::GetFlagReflectionHandle(FLAGS_record_quota_mib),
+          &absl::GetFlagReflectionHandle(FLAGS_max_recording_mib),
+          &absl::GetFlagReflectionHandle(FLAGS_max_recording_s),
+          &absl::GetFlagReflectionHandle(FLAGS_max_recordings),
           &absl::GetFlagReflectionHandle(FLAGS_healthcheck),
           &absl::GetFlagReflectionHandle(FLAGS_new_token)};
 }
@@ -251,6 +269,11 @@ pitlane::app::FlagValues ReadFlags() {
       .tls_key_file = absl::GetFlag(FLAGS_tls_key_file),
       .tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file),
       .replica = absl::GetFlag(FLAGS_replica),
+      .record_dir = absl::GetFlag(FLAGS_record_dir),
+      .record_quota_mib = absl::GetFlag(FLAGS_record_quota_mib),
+      .max_recording_mib = absl::GetFlag(FLAGS_max_recording_mib),
+      .max_recording_s = absl::GetFlag(FLAGS_max_recording_s),
+      .max_recordings = absl::GetFlag(FLAGS_max_recordings),
   };
 }
 

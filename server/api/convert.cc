@@ -540,17 +540,63 @@ void SimTimeToProto(const session::SimTime& time, v1::SimTime* out) {
   out->set_sim_time_s(time.sim_time_s);
 }
 
+void SessionConfigToProto(const session::SessionConfig& config, v1::SessionConfig* out,
+                          bool with_contents) {
+  out->set_name(config.name);
+  out->set_tick_rate_hz(config.world.tick_rate_hz);
+  out->set_seed(config.world.seed);
+  out->set_max_vehicles(config.world.max_vehicles);
+  out->set_clock_mode(ClockModeToProto(config.clock.mode));
+  out->set_real_time_factor(config.clock.real_time_factor);
+  out->set_paused(config.clock.paused);
+  out->set_barrier_timeout_s(config.clock.barrier_timeout_s);
+  switch (config.world.collision_policy) {
+    case sim::CollisionPolicy::kReport:
+      out->set_collision_policy(v1::COLLISION_POLICY_REPORT);
+      break;
+    case sim::CollisionPolicy::kStop:
+      out->set_collision_policy(v1::COLLISION_POLICY_STOP);
+      break;
+  }
+  if (config.world.bounds.has_value()) {
+    const sim::WorldBounds& bounds = *config.world.bounds;
+    v1::WorldBounds* out_bounds = out->mutable_bounds();
+    out_bounds->set_min_x_m(bounds.min_x_m);
+    out_bounds->set_min_y_m(bounds.min_y_m);
+    out_bounds->set_max_x_m(bounds.max_x_m);
+    out_bounds->set_max_y_m(bounds.max_y_m);
+  }
+  const std::vector<sim::Route>& routes = config.world.routes;
+  for (std::size_t i = 0; i < routes.size(); ++i) {
+    v1::Track* track = out->add_tracks();
+    track->set_name(i < config.route_names.size() ? config.route_names[i] : "");
+    track->set_closed(routes[i].closed);
+    track->set_lane_width_m(routes[i].lane_width_m);
+    for (const sim::RoutePoint& point : routes[i].points) {
+      v1::Point2D* out_point = track->add_points();
+      out_point->set_x_m(point.x_m);
+      out_point->set_y_m(point.y_m);
+    }
+  }
+  for (const session::SpawnPoint& point : config.spawn_points) {
+    v1::SpawnPoint* out_point = out->add_spawn_points();
+    out_point->set_name(point.name);
+    out_point->mutable_pose()->set_x_m(point.pose.x_m);
+    out_point->mutable_pose()->set_y_m(point.pose.y_m);
+    out_point->mutable_pose()->set_yaw_rad(point.pose.yaw_rad);
+  }
+  if (!with_contents) return;
+  for (const sim::ObstacleSpec& obstacle : config.obstacles) {
+    ObstacleSpecToProto(obstacle, out->add_obstacles());
+  }
+  for (const sim::VehicleSpec& vehicle : config.vehicles) {
+    VehicleSpecToProto(vehicle, config.route_names, out->add_vehicles());
+  }
+}
+
 void SessionToProto(const session::SessionDescription& session, v1::SessionInfo* out) {
   out->set_session_id(session.id);
-  v1::SessionConfig* config = out->mutable_config();
-  config->set_name(session.config.name);
-  config->set_tick_rate_hz(session.config.world.tick_rate_hz);
-  config->set_seed(session.config.world.seed);
-  config->set_max_vehicles(session.config.world.max_vehicles);
-  config->set_clock_mode(ClockModeToProto(session.config.clock.mode));
-  config->set_real_time_factor(session.config.clock.real_time_factor);
-  config->set_paused(session.config.clock.paused);
-  config->set_barrier_timeout_s(session.config.clock.barrier_timeout_s);
+  SessionConfigToProto(session.config, out->mutable_config(), /*with_contents=*/false);
   v1::ClockStats* stats = out->mutable_clock_stats();
   stats->set_paced_ticks(session.clock_stats.paced_ticks);
   stats->set_missed_deadlines(session.clock_stats.missed_deadlines);
@@ -558,22 +604,6 @@ void SessionToProto(const session::SessionDescription& session, v1::SessionInfo*
   stats->set_lateness_p99_ms(session.clock_stats.lateness_p99_ms);
   stats->set_lateness_max_ms(session.clock_stats.lateness_max_ms);
   stats->set_barrier_timeouts(session.clock_stats.barrier_timeouts);
-  switch (session.config.world.collision_policy) {
-    case sim::CollisionPolicy::kReport:
-      config->set_collision_policy(v1::COLLISION_POLICY_REPORT);
-      break;
-    case sim::CollisionPolicy::kStop:
-      config->set_collision_policy(v1::COLLISION_POLICY_STOP);
-      break;
-  }
-  if (session.config.world.bounds.has_value()) {
-    const sim::WorldBounds& bounds = *session.config.world.bounds;
-    v1::WorldBounds* out_bounds = config->mutable_bounds();
-    out_bounds->set_min_x_m(bounds.min_x_m);
-    out_bounds->set_min_y_m(bounds.min_y_m);
-    out_bounds->set_max_x_m(bounds.max_x_m);
-    out_bounds->set_max_y_m(bounds.max_y_m);
-  }
   out->set_obstacle_count(static_cast<std::uint32_t>(session.obstacle_count));
   for (const sim::Obstacle& obstacle : session.obstacles) {
     v1::ObstacleInfo* info = out->add_obstacles();
@@ -587,25 +617,16 @@ void SessionToProto(const session::SessionDescription& session, v1::SessionInfo*
     info->set_vehicle_id(vehicle.id);
     VehicleSpecToProto(vehicle.spec, session.config.route_names, info->mutable_spec());
   }
-  const std::vector<sim::Route>& routes = session.config.world.routes;
-  for (std::size_t i = 0; i < routes.size(); ++i) {
-    v1::Track* track = config->add_tracks();
-    track->set_name(i < session.config.route_names.size() ? session.config.route_names[i] : "");
-    track->set_closed(routes[i].closed);
-    track->set_lane_width_m(routes[i].lane_width_m);
-    for (const sim::RoutePoint& point : routes[i].points) {
-      v1::Point2D* out_point = track->add_points();
-      out_point->set_x_m(point.x_m);
-      out_point->set_y_m(point.y_m);
-    }
-  }
-  for (const session::SpawnPoint& point : session.config.spawn_points) {
-    v1::SpawnPoint* out_point = config->add_spawn_points();
-    out_point->set_name(point.name);
-    out_point->mutable_pose()->set_x_m(point.pose.x_m);
-    out_point->mutable_pose()->set_y_m(point.pose.y_m);
-    out_point->mutable_pose()->set_yaw_rad(point.pose.yaw_rad);
-  }
+}
+
+void VehicleInputToProto(const sim::VehicleInput& input, v1::VehicleControl* out) {
+  out->set_vehicle_id(input.id);
+  out->set_acceleration_mps2(input.acceleration_mps2);
+  out->set_steering_angle_rad(input.steering_angle_rad);
+  out->set_throttle(input.throttle);
+  out->set_brake(input.brake);
+  if (input.target_speed_mps.has_value()) out->set_target_speed_mps(*input.target_speed_mps);
+  out->set_yaw_rate_radps(input.yaw_rate_radps);
 }
 
 void VehicleSpecToProto(const sim::VehicleSpec& spec, absl::Span<const std::string> route_names,

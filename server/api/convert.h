@@ -37,6 +37,11 @@ sim::ObstacleSpec ObstacleSpecFromProto(const v1::ObstacleSpec& spec);
 
 void SimTimeToProto(const session::SimTime& time, v1::SimTime* out);
 void SessionToProto(const session::SessionDescription& session, v1::SessionInfo* out);
+// Every field of `config` with its defaults filled in; `with_contents`: also its obstacles
+// and vehicles (SessionInfo leaves them out: it lists those present now).
+void SessionConfigToProto(const session::SessionConfig& config, v1::SessionConfig* out,
+                          bool with_contents);
+void VehicleInputToProto(const sim::VehicleInput& input, v1::VehicleControl* out);
 void VehicleSpecToProto(const sim::VehicleSpec& spec, absl::Span<const std::string> route_names,
                         v1::VehicleSpec* out);
 void ObstacleSpecToProto(const sim::ObstacleSpec& spec, v1::ObstacleSpec* out);

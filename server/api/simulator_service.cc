@@ -21,6 +21,7 @@
 #include "google/protobuf/arena.h"
 #include "server/api/audit.h"
 #include "server/api/convert.h"
+#include "server/api/recording_replay.h"
 #include "server/api/grpc_status.h"
 #include "server/api/rpc_counts.h"
 #include "server/api/scenarios.h"
@@ -1115,7 +1116,8 @@ grpc::ServerUnaryReactor* SimulatorService::CreateSession(grpc::CallbackServerCo
 }
 
 absl::StatusOr<std::shared_ptr<session::Session>> SimulatorService::CreateFromConfig(
-    const v1::SessionConfig& config, const Caller* caller, Reservation* reservation) {
+    const v1::SessionConfig& config, const Caller* caller, Reservation* reservation,
+    const std::function<void(session::SessionRequest&)>& adjust) {
   v1::SessionConfig merged;
   if (!config.scenario().empty()) {
     absl::StatusOr<v1::SessionConfig> scenario = LoadScenario(config.scenario(), scenario_dir_);
@@ -1124,8 +1126,9 @@ absl::StatusOr<std::shared_ptr<session::Session>> SimulatorService::CreateFromCo
   }
   merged.MergeFrom(config);
   merged.clear_scenario();
-  const auto session_request = SessionRequestFromProto(merged);
+  auto session_request = SessionRequestFromProto(merged);
   if (!session_request.ok()) return InField("config", session_request.status());
+  if (adjust) adjust(*session_request);
   auto session = sessions_.Create(*session_request);
   if (!session.ok()) return InField("config", session.status());
   access_.Admit(caller, (*session)->id());
@@ -1672,6 +1675,253 @@ grpc::ServerUnaryReactor* SimulatorService::DetachController(grpc::CallbackServe
           {{"by", By(caller)}, {"session", session->id()}, {"vehicle", request->vehicle_id()}});
     return absl::OkStatus();
       });
+}
+
+// ---- Recording ------------------------------------------------------------------------------
+
+namespace {
+
+absl::Status NoSuchRecording() {
+  return absl::NotFoundError("recording_id: no such recording on this server");
+}
+
+void RecordingToProto(const record::RecordingInfo& info, v1::RecordingInfo* out) {
+  out->set_recording_id(info.recording_id);
+  out->set_session_id(info.session_id);
+  const record::RecordingProgress& progress = info.progress;
+  out->set_state(!progress.ended             ? v1::RECORDING_STATE_RECORDING
+                 : progress.end_status.ok() ? v1::RECORDING_STATE_COMPLETE
+                                            : v1::RECORDING_STATE_FAILED);
+  out->set_end_reason(progress.end_reason);
+  out->set_bytes(progress.bytes);
+  out->set_messages(progress.messages);
+  out->set_ticks(progress.ticks);
+  out->set_duration_s(static_cast<double>(progress.ticks) / info.tick_rate_hz);
+  SimTimeToProto(info.start_time, out->mutable_start_time());
+  out->set_replayable_from_start(info.replayable_from_start);
+  out->set_frames_lost(progress.frames_lost);
+  out->set_commands_lost(progress.commands_lost);
+  v1::RecordingOptions* options = out->mutable_options();
+  options->set_telemetry_rate_hz(info.telemetry_rate_hz);
+  options->set_max_bytes(info.max_bytes);
+  options->set_max_duration_s(info.max_duration_s);
+}
+
+}  // namespace
+
+absl::StatusOr<record::Recordings*> SimulatorService::RecordingsOn() const {
+  if (recordings_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "recording is off on this server: start it with --record_dir=<directory>");
+  }
+  return recordings_;
+}
+
+absl::Status SimulatorService::MayAccessRecording(const Caller& caller,
+                                                  const record::RecordingInfo& info,
+                                                  auth::Need need) const {
+  if (caller.grant == nullptr || caller.grant->role == auth::Role::kAdmin) {
+    return absl::OkStatus();
+  }
+  const auth::Grant& grant = *caller.grant;
+  if (grant.role == auth::Role::kOwner && grant.team && !info.owner.empty() &&
+      grant.principal == info.owner) {
+    return absl::OkStatus();
+  }
+  return access_.Check(caller, need, info.session_id, std::nullopt, NoSuchRecording());
+}
+
+grpc::ServerUnaryReactor* SimulatorService::StartRecording(grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::StartRecordingRequest, v1::StartRecordingResponse>(
+      context, *raw_request, raw_response, access_, rpcs_,
+      [&](const Caller& caller, const v1::StartRecordingRequest* request, v1::StartRecordingResponse* response) -> absl::Status {
+    ASSIGN_OR_RETURN(record::Recordings* const recordings, RecordingsOn());
+    ASSIGN_OR_RETURN(const auto session,
+                     Authorized(caller, auth::Need::kOwn, request->session_id()));
+    record::RecordingRequest asked;
+    const v1::RecordingOptions& options = request->options();
+    if (options.has_telemetry_rate_hz()) asked.telemetry_rate_hz = options.telemetry_rate_hz();
+    if (options.has_max_bytes()) asked.max_bytes = options.max_bytes();
+    if (options.has_max_duration_s()) asked.max_duration_s = options.max_duration_s();
+    ASSIGN_OR_RETURN(const record::RecordingInfo info,
+                     recordings->Start(session, asked,
+                                       caller.grant != nullptr ? caller.grant->principal : ""));
+    RecordingToProto(info, response->mutable_recording());
+    Audit(context->peer(), "recording.start",
+          {{"by", By(caller)}, {"session", session->id()}, {"recording", info.recording_id}});
+    return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* SimulatorService::StopRecording(grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::StopRecordingRequest, v1::StopRecordingResponse>(
+      context, *raw_request, raw_response, access_, rpcs_,
+      [&](const Caller& caller, const v1::StopRecordingRequest* request, v1::StopRecordingResponse* response) -> absl::Status {
+    ASSIGN_OR_RETURN(record::Recordings* const recordings, RecordingsOn());
+    if (request->recording_id().empty()) {
+      return absl::InvalidArgumentError("recording_id: required");
+    }
+    const absl::StatusOr<record::RecordingInfo> found = recordings->Get(request->recording_id());
+    if (!found.ok()) return NoSuchRecording();
+    RETURN_IF_ERROR(MayAccessRecording(caller, *found, auth::Need::kOwn));
+    ASSIGN_OR_RETURN(const record::RecordingInfo info, recordings->Stop(request->recording_id()));
+    RecordingToProto(info, response->mutable_recording());
+    Audit(context->peer(), "recording.stop",
+          {{"by", By(caller)},
+           {"recording", info.recording_id},
+           {"bytes", info.progress.bytes},
+           {"ticks", info.progress.ticks}});
+    return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* SimulatorService::ListRecordings(grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::ListRecordingsRequest, v1::ListRecordingsResponse>(
+      context, *raw_request, raw_response, access_, rpcs_,
+      [&](const Caller& caller, const v1::ListRecordingsRequest* /*request*/, v1::ListRecordingsResponse* response) -> absl::Status {
+    ASSIGN_OR_RETURN(record::Recordings* const recordings, RecordingsOn());
+    for (const record::RecordingInfo& info : recordings->List()) {
+      if (!MayAccessRecording(caller, info, auth::Need::kRead).ok()) continue;
+      RecordingToProto(info, response->add_recordings());
+    }
+    return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* SimulatorService::ReplayRecording(grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  // Checked and started here; the re-simulation itself runs on a thread that finishes the call.
+  struct Started {
+    std::shared_ptr<session::Session> session;
+    v1::RecordingHeader header;
+    std::string path;
+    v1::ReplayRecordingResponse response;
+  };
+  std::optional<Started> started;
+  const absl::Status status = Guarded([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const Caller caller, access_.Authenticate(*context));
+    v1::ReplayRecordingRequest request;
+    RETURN_IF_ERROR(ParseRequest(*raw_request, request));
+    ASSIGN_OR_RETURN(record::Recordings* const recordings, RecordingsOn());
+    if (request.recording_id().empty()) return absl::InvalidArgumentError("recording_id: required");
+    const absl::StatusOr<record::RecordingInfo> info = recordings->Get(request.recording_id());
+    if (!info.ok()) return NoSuchRecording();
+    RETURN_IF_ERROR(MayAccessRecording(caller, *info, auth::Need::kOwn));
+    if (!info->progress.ended) {
+      return absl::FailedPreconditionError(
+          "recording_id: the recording is still running: stop it first");
+    }
+    if (!info->replayable_from_start) {
+      return absl::FailedPreconditionError(
+          "recording_id: the recording did not start at tick 0 of a session just created or "
+          "reset, so it cannot be re-simulated (it can be played back)");
+    }
+    ASSIGN_OR_RETURN(v1::RecordingHeader header, ReadRecordingHeader(info->path));
+    {
+      absl::MutexLock lock(&replays_mu_);
+      if (replays_cancelled_) return absl::UnavailableError("the server is shutting down");
+      if (replays_running_ >= kMaxReplays) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "this server re-simulates at most ", kMaxReplays, " recordings at once: retry later"));
+      }
+      ++replays_running_;  // Given back below if nothing starts.
+    }
+    Started start{.header = std::move(header), .path = info->path};
+    const absl::Status created = [&]() -> absl::Status {
+      const Caller creator = access_.WithQuotaIdentity(caller, *context);
+      RETURN_IF_ERROR(access_.Reserve(creator));
+      Reservation reservation(access_, creator);
+      v1::SessionConfig config = start.header.config();
+      config.set_clock_mode(v1::CLOCK_MODE_LOCKSTEP);
+      config.set_paused(false);
+      config.set_name(absl::StrCat("replay of ", info->recording_id).substr(0, sim::kMaxNameBytes));
+      ASSIGN_OR_RETURN(start.session,
+                       CreateFromConfig(config, &creator, &reservation,
+                                        [&](session::SessionRequest& request) {
+                                          request.first_ids = {
+                                              .next_vehicle_id = start.header.first_vehicle_id(),
+                                              .next_obstacle_id = start.header.first_obstacle_id()};
+                                          if (start.header.max_contacts_per_tick() > 0) {
+                                            request.max_contacts =
+                                                start.header.max_contacts_per_tick();
+                                          }
+                                        }));
+      if (access_.mode() == AuthMode::kToken) {
+        absl::StatusOr<std::vector<auth::Minted>> owner = access_.Mint(
+            creator, {{.role = auth::Role::kOwner, .session_id = start.session->id()}},
+            /*pending=*/false, /*for_new_session=*/true);
+        if (!owner.ok()) {
+          (void)sessions_.Delete(start.session->id());
+          return owner.status();
+        }
+        start.response.set_owner_token(std::move(owner->front().token));
+        start.response.set_owner_token_id(owner->front().id);
+      }
+      Audit(context->peer(), "recording.replay",
+            {{"by", By(caller)}, {"recording", info->recording_id},
+             {"session", start.session->id()}});
+      return absl::OkStatus();
+    }();
+    if (!created.ok()) {
+      absl::MutexLock lock(&replays_mu_);
+      --replays_running_;
+      return created;
+    }
+    started = std::move(start);
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return FinishUnary(context, status, rpcs_, "ReplayRecording");
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::MutexLock lock(&replays_mu_);
+  // The threads of re-simulations done are joined as new ones start.
+  std::erase_if(replays_, [](Replay& replay) {
+    if (!replay.done->load()) return false;
+    replay.thread.join();
+    return true;
+  });
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  Replay& replay = replays_.emplace_back();
+  replay.done = done;
+  replay.thread = std::thread([this, reactor, raw_response, done,
+                               started = std::move(*started)]() mutable {
+    const absl::Status finished = Guarded([&]() -> absl::Status {
+      ASSIGN_OR_RETURN(const ReplayOutcome outcome,
+                       ReplayRecordingFile(started.path, started.header, *started.session,
+                                           replays_cancelled_));
+      v1::ReplayRecordingResponse& response = started.response;
+      SessionToProto(started.session->Describe(/*with_vehicles=*/false),
+                     response.mutable_session());
+      response.set_matched(outcome.matched());
+      response.set_ticks_compared(outcome.ticks_compared);
+      response.set_commands_applied(outcome.commands_applied);
+      if (outcome.divergence.has_value()) *response.mutable_divergence() = *outcome.divergence;
+      response.set_stopped_reason(outcome.stopped_reason);
+      *raw_response = SerializeMessage(response);
+      return absl::OkStatus();
+    });
+    grpc::Status result = ToGrpcStatus(finished);
+    rpcs_.Count("ReplayRecording", result.error_code());
+    reactor->Finish(std::move(result));
+    {
+      absl::MutexLock running(&replays_mu_);
+      --replays_running_;
+    }
+    done->store(true);
+  });
+  return reactor;
+}
+
+void SimulatorService::StopReplays() {
+  replays_cancelled_ = true;
+  std::vector<Replay> replays;
+  {
+    absl::MutexLock lock(&replays_mu_);
+    replays.swap(replays_);
+  }
+  for (Replay& replay : replays) replay.thread.join();
 }
 
 }  // namespace pitlane::api

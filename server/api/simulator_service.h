@@ -5,10 +5,12 @@
 #ifndef PITLANE_SERVER_API_SIMULATOR_SERVICE_H_
 #define PITLANE_SERVER_API_SIMULATOR_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -19,6 +21,7 @@
 #include "server/api/rpc_counts.h"
 #include "server/api/frame_encoder.h"
 #include "server/api/wire.h"
+#include "server/record/recordings.h"
 #include "server/session/session_manager.h"
 
 namespace pitlane::api {
@@ -60,7 +63,11 @@ using RawSimulatorService =
     S::WithRawCallbackMethod_MintToken<
     S::WithRawCallbackMethod_RevokeToken<
     S::WithRawCallbackMethod_DetachController<
-    S::Service>>>>>>>>>>>>>>>>>>>;
+    S::WithRawCallbackMethod_StartRecording<
+    S::WithRawCallbackMethod_StopRecording<
+    S::WithRawCallbackMethod_ListRecordings<
+    S::WithRawCallbackMethod_ReplayRecording<
+    S::Service>>>>>>>>>>>>>>>>>>>>>>>;
 }  // namespace raw_methods
 
 class SimulatorService final : public raw_methods::RawSimulatorService {
@@ -97,9 +104,11 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   // A session from a config as CreateSession takes it (the scenario merged in first), admitted
   // (Access::Admit) for `caller` (null: the server's own, counted against no quota), taking
   // over its `reservation` if any. Errors name the field under "config".
+  // `adjust` (may be null) changes the request made of the config (a re-simulation's ids).
   absl::StatusOr<std::shared_ptr<session::Session>> CreateFromConfig(
       const v1::SessionConfig& config, const Caller* caller = nullptr,
-      Reservation* reservation = nullptr);
+      Reservation* reservation = nullptr,
+      const std::function<void(session::SessionRequest&)>& adjust = nullptr);
 
   grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* context,
                                          const grpc::ByteBuffer* request,
@@ -156,6 +165,28 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   grpc::ServerUnaryReactor* DetachController(grpc::CallbackServerContext* context,
                                             const grpc::ByteBuffer* request,
                                             grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* StartRecording(grpc::CallbackServerContext* context,
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* StopRecording(grpc::CallbackServerContext* context,
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ListRecordings(grpc::CallbackServerContext* context,
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
+  // Re-simulations run on threads of their own (at most kMaxReplays at once), which finish
+  // their calls.
+  grpc::ServerUnaryReactor* ReplayRecording(grpc::CallbackServerContext* context,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
+  // Cancels the re-simulations running and waits for their threads (the server stops; call
+  // after closing the sessions, before shutting the gRPC server down).
+  void StopReplays();
+  ~SimulatorService() override { StopReplays(); }
+
+  // The server's recordings (--record_dir); null (the default): recording is off. Must
+  // outlive the service. Set before the server starts.
+  void SetRecordings(record::Recordings* recordings) { recordings_ = recordings; }
 
   // The session `id` for `caller` to do what `need` says (on `vehicle_id`, for kDrive):
   // InvalidArgument for an empty id; NotFound for a session the caller may not see, exactly
@@ -178,6 +209,13 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   void UnregisterStream(const Caller& caller, const RevocableStream* stream);
 
  private:
+  // Whether `caller` may do what `need` says with a recording: an admin; the owner (kOwn)
+  // or a reader (kRead) of its session; an owner token of the team that started it. The
+  // same NotFound as for a missing recording otherwise.
+  absl::Status MayAccessRecording(const Caller& caller, const record::RecordingInfo& info,
+                                  auth::Need need) const;
+  absl::StatusOr<record::Recordings*> RecordingsOn() const;
+
   // Ends the streams opened with the tokens of `token_ids` (they were revoked).
   void EndStreams(const std::vector<std::string>& token_ids);
 
@@ -196,6 +234,16 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   Access& access_;
   session::SessionManager& sessions_;
   const std::string scenario_dir_;
+  record::Recordings* recordings_ = nullptr;
+  static constexpr int kMaxReplays = 2;
+  absl::Mutex replays_mu_;
+  struct Replay {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;  // Set last by the thread.
+  };
+  std::vector<Replay> replays_ ABSL_GUARDED_BY(replays_mu_);
+  int replays_running_ ABSL_GUARDED_BY(replays_mu_) = 0;
+  std::atomic<bool> replays_cancelled_{false};
   RpcCounts rpcs_;
   absl::Mutex streams_mu_;
   // The open streams by the id of the token they were opened with.

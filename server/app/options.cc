@@ -349,6 +349,18 @@ absl::StatusOr<StartupOptions> OptionsFromFlags(const FlagValues& flags, unsigne
         Echo(flags.replica), "\""));
   }
 
+  RETURN_IF_ERROR(CheckFlagRange("record_quota_mib", flags.record_quota_mib, kRecordQuotaMibMin,
+                                 kRecordQuotaMibMax));
+  RETURN_IF_ERROR(CheckFlagRange("max_recording_mib", flags.max_recording_mib,
+                                 kMaxRecordingMibMin, kMaxRecordingMibMax));
+  RETURN_IF_ERROR(CheckFlagRange("max_recordings", flags.max_recordings, kMaxRecordingsMin,
+                                 kMaxRecordingsMax));
+  if (!(flags.max_recording_s >= kMaxRecordingMin_s && flags.max_recording_s <= kMaxRecordingMax_s)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_recording_s: must be in [", kMaxRecordingMin_s, ", ",
+                     kMaxRecordingMax_s, "] seconds, got ", flags.max_recording_s));
+  }
+
   StartupOptions options;
   ASSIGN_OR_RETURN(options.log_level, LogLevelFromFlag(flags.log_level));
   ASSIGN_OR_RETURN(options.log_format, LogFormatFromFlag(flags.log_format));
@@ -377,6 +389,15 @@ absl::StatusOr<StartupOptions> OptionsFromFlags(const FlagValues& flags, unsigne
   server.startup_scenario = flags.scenario;
   server.access.max_sessions_per_client = static_cast<std::uint32_t>(flags.max_sessions_per_client);
   server.access.max_tokens_per_session = static_cast<std::uint32_t>(flags.max_tokens_per_session);
+  if (!flags.record_dir.empty()) {
+    // The directory itself is checked when the server starts (record::Recordings::Create).
+    server.recording = record::RecordingLimits{
+        .dir = flags.record_dir,
+        .quota_bytes = static_cast<std::uint64_t>(flags.record_quota_mib) << 20,
+        .max_bytes = static_cast<std::uint64_t>(flags.max_recording_mib) << 20,
+        .max_duration_s = flags.max_recording_s,
+        .max_active = static_cast<std::uint32_t>(flags.max_recordings)};
+  }
   RETURN_IF_ERROR(ResolveAuth(flags, options));
   ASSIGN_OR_RETURN(server.credentials, TlsCredentials(flags));
   options.tls = server.credentials != nullptr;

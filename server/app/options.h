@@ -76,12 +76,25 @@ struct FlagValues {
   std::string tls_key_file;
   std::string tls_client_ca_file;
   std::string replica;  // "" for a server on its own.
+  std::string record_dir;  // "" for no recording.
+  std::int64_t record_quota_mib = 10240;
+  std::int64_t max_recording_mib = 1024;
+  double max_recording_s = 3600.0;
+  std::int64_t max_recordings = 16;
 };
 
 inline constexpr std::int64_t kMaxSessionsPerClientMin = 1;
 inline constexpr std::int64_t kMaxSessionsPerClientMax = 100'000;
 inline constexpr std::int64_t kMaxTokensPerSessionMin = 1;
 inline constexpr std::int64_t kMaxTokensPerSessionMax = 1'000'000;
+inline constexpr std::int64_t kRecordQuotaMibMin = 1;
+inline constexpr std::int64_t kRecordQuotaMibMax = std::int64_t{1} << 24;  // 16 TiB.
+inline constexpr std::int64_t kMaxRecordingMibMin = 1;
+inline constexpr std::int64_t kMaxRecordingMibMax = std::int64_t{1} << 20;  // 1 TiB.
+inline constexpr double kMaxRecordingMin_s = 1.0;
+inline constexpr double kMaxRecordingMax_s = 1e7;
+inline constexpr std::int64_t kMaxRecordingsMin = 1;
+inline constexpr std::int64_t kMaxRecordingsMax = 1000;
 // The environment variable that may hold the admin token.
 inline constexpr char kAdminTokenEnv[] = "PITLANE_ADMIN_TOKEN";
 

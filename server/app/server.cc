@@ -9,7 +9,9 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "server/api/audit.h"
 #include "server/api/frame_encoder.h"
+#include "server/api/recording_codec.h"
 #include "server/api/wire.h"
+#include "server/web/recorded_channels.h"
 
 namespace pitlane::app {
 namespace {
@@ -101,6 +103,26 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.SetMaxSendMessageSize(options.max_send_message_bytes);
   api::SetMaxResponseBytes(static_cast<std::size_t>(options.max_send_message_bytes));
+  if (options.recording.has_value()) {
+    const session::Clock* clock = options.clock != nullptr ? options.clock : &server->steady_clock_;
+    absl::StatusOr<std::unique_ptr<record::Recordings>> recordings = record::Recordings::Create(
+        *options.recording,
+        [](const std::shared_ptr<session::Session>& session) {
+          auto channels = std::make_shared<web::RecordedChannels>(session);
+          return std::make_unique<api::ProtoRecordingEncoder>(
+              [channels](const session::Delivery& delivery, std::uint64_t time_ns,
+                         record::RecordingOutput& out) { channels->Write(delivery, time_ns, out); });
+        },
+        clock,
+        [] {
+          return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                std::chrono::system_clock::now().time_since_epoch())
+                                                .count());
+        });
+    if (!recordings.ok()) return recordings.status();
+    server->recordings_ = *std::move(recordings);
+    server->service_.SetRecordings(server->recordings_.get());
+  }
   builder.RegisterService(&server->service_);
   for (grpc::Service* service : extra_services) builder.RegisterService(service);
   server->server_ = builder.BuildAndStart();
@@ -207,8 +229,11 @@ void Server::Shutdown(std::chrono::milliseconds grace) {
   // Refuse new sessions and end every stream with UNAVAILABLE first, so that gRPC's drain
   // below has only short unary calls left to wait for.
   sessions_.Shutdown(absl::UnavailableError("the server is shutting down"));
+  service_.StopReplays();  // Their sessions are closed: they end at once.
   server_->Shutdown(std::chrono::system_clock::now() + grace);
   server_->Wait();
+  // The sessions closed: their recordings ended; their files are completed here.
+  if (recordings_ != nullptr) recordings_->StopAll();
   scheduler_.Stop();  // No session or reaper runs while the members are destroyed.
   // Last, the HTTP endpoints (civetweb takes about a second to stop its threads).
   http_.reset();

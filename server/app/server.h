@@ -10,12 +10,14 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 #include "server/api/simulator_service.h"
+#include "server/record/recordings.h"
 #include "server/session/clock.h"
 #include "server/session/scheduler.h"
 #include "server/session/session_manager.h"
@@ -56,6 +58,8 @@ struct ServerOptions {
   // host:port of an endpoint serving /metrics alone, open to whoever reaches it (the
   // operator's choice of address); "" for none.
   std::string metrics_listen_address;
+  // Recording (--record_dir and its limits); unset: off.
+  std::optional<record::RecordingLimits> recording;
 };
 
 class Server {
@@ -97,6 +101,7 @@ class Server {
   session::Scheduler scheduler_;  // Before sessions_: sessions hold it.
   api::Access access_;            // Before sessions_: it is told of deleted sessions.
   session::SessionManager sessions_;
+  std::unique_ptr<record::Recordings> recordings_;  // Outlives the service that starts them.
   api::SimulatorService service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<web::FoxgloveHub> foxglove_;       // Outlive the endpoint serving them.

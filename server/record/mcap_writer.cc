@@ -10,27 +10,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/record/crc32.h"
+#include "server/record/mcap_format.h"
 #include "server/util/status_macros.h"
 
 namespace pitlane::record {
 namespace {
 
-// Record opcodes (spec, "Records").
-enum Opcode : std::uint8_t {
-  kHeader = 0x01,
-  kFooter = 0x02,
-  kSchema = 0x03,
-  kChannel = 0x04,
-  kMessage = 0x05,
-  kChunk = 0x06,
-  kMessageIndex = 0x07,
-  kChunkIndex = 0x08,
-  kStatistics = 0x0B,
-  kSummaryOffset = 0x0E,
-  kDataEnd = 0x0F,
-};
-
-constexpr absl::string_view kMagic("\x89MCAP0\r\n", 8);
+using mcap::kMagic;
+using mcap::Opcode;
+using enum mcap::Opcode;
 
 // Little-endian integers, length-prefixed strings and records, appended to `out`.
 template <typename T>
@@ -152,7 +140,9 @@ absl::StatusOr<std::uint16_t> McapWriter::AddSchema(absl::string_view name,
   const auto id = static_cast<std::uint16_t>(schemas_.size() + 1);  // 0 means "none".
   schemas_.push_back({id, std::string(name), std::string(encoding), std::string(data)});
   // In the open chunk: a reader streaming the file meets it before the messages using it.
-  chunk_ += SchemaRecord(id, name, encoding, data);
+  const std::string record = SchemaRecord(id, name, encoding, data);
+  chunk_ += record;
+  summary_records_bytes_ += record.size();
   return id;
 }
 
@@ -175,7 +165,9 @@ absl::StatusOr<std::uint16_t> McapWriter::AddChannel(
                        .topic = std::string(topic),
                        .message_encoding = std::string(message_encoding),
                        .metadata = metadata});
-  chunk_ += ChannelRecord(id, schema_id, topic, message_encoding, metadata);
+  const std::string record = ChannelRecord(id, schema_id, topic, message_encoding, metadata);
+  chunk_ += record;
+  summary_records_bytes_ += record.size() + 10;  // And its count in the statistics.
   return id;
 }
 
@@ -191,6 +183,7 @@ absl::Status McapWriter::Write(std::uint16_t channel_id, std::uint64_t log_time_
     RETURN_IF_ERROR(FlushChunk());
   }
   chunk_index_[channel_id].emplace_back(log_time_ns, chunk_.size());
+  ++chunk_messages_;
   std::string body;
   body.reserve(22 + data.size());
   Put<std::uint16_t>(body, channel_id);
@@ -271,10 +264,26 @@ absl::Status McapWriter::FlushChunk() {
   index.message_index_length = bytes.size() - index.chunk_length;
   chunk_.clear();
   chunk_index_.clear();
+  chunk_messages_ = 0;
   chunk_has_messages_ = false;
   RETURN_IF_ERROR(Emit(bytes));
+  // Its chunk index in the summary: opcode, length, four times, its offsets, sizes.
+  chunk_index_bytes_ += 9 + 4 * 8 + 4 + 10 * index.message_index_offsets.size() + 8 + 4 +
+                        index.compression.size() + 2 * 8;
   chunk_indexes_.push_back(std::move(index));
   return absl::OkStatus();
+}
+
+std::uint64_t McapWriter::bytes_to_finish() const {
+  // The open chunk at most uncompressed, with its record and message indexes (each channel's
+  // entry: a time and an offset).
+  std::uint64_t bytes = chunk_.size() + 64 + 16 * chunk_messages_ + 15 * chunk_index_.size();
+  bytes += 9 + 4 * 8 + 4 + 10 * chunk_index_.size() + 8 + 8 + 2 * 8;  // And its chunk index.
+  bytes += 9 + 4;                           // Data end.
+  bytes += summary_records_bytes_ + 9 + 46;  // Schemas, channels, statistics.
+  bytes += chunk_index_bytes_;
+  bytes += 4 * (9 + 17) + 9 + 20 + 8;  // Summary offsets, footer, magic.
+  return bytes;
 }
 
 absl::Status McapWriter::Finish() {

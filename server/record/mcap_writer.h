@@ -89,6 +89,9 @@ class McapWriter {
   absl::Status Finish();
 
   std::uint64_t bytes_written() const { return offset_; }
+  // At most how many bytes Finish would still write (the open chunk, the data end, the
+  // summary): bytes_written() + this bounds the finished file's size.
+  std::uint64_t bytes_to_finish() const;
   std::uint64_t message_count() const { return message_count_; }
 
  private:
@@ -125,6 +128,10 @@ class McapWriter {
   std::vector<Schema> schemas_;
   std::vector<Channel> channels_;
   std::vector<ChunkIndex> chunk_indexes_;
+  std::uint64_t chunk_index_bytes_ = 0;  // Their records' size in the summary.
+  std::uint64_t chunk_messages_ = 0;     // In the open chunk.
+  // The schemas' and channels' records, and the channels' counts in the statistics.
+  std::uint64_t summary_records_bytes_ = 0;
   std::uint64_t message_count_ = 0;
   std::uint64_t message_start_time_ = 0, message_end_time_ = 0;
   // The open chunk: its records (uncompressed), its time span, and per channel the

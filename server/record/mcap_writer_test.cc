@@ -299,5 +299,31 @@ TEST(McapWriterErrorsTest, CallsOutOfOrderAndUnknownIdsAreRefusedAndASinkErrorSt
   EXPECT_THAT(on_full.Finish(), StatusIs(absl::StatusCode::kResourceExhausted));
 }
 
+// What Finish will still write is bounded ahead: a recorder stops before its file passes its
+// size limit, summary included, however many chunks and channels it has.
+TEST(McapWriterLimits, BytesToFinishBoundsTheFinishedFile) {
+  for (const McapCompression compression : {McapCompression::kZstd, McapCompression::kNone}) {
+    StringSink sink;
+    McapWriter writer(sink, {.compression = compression, .chunk_bytes = 4096});
+    ASSERT_OK(writer.Start());
+    ASSERT_OK_AND_ASSIGN(const std::uint16_t schema,
+                         writer.AddSchema("s", "jsonschema", std::string(5000, 'x')));
+    std::vector<std::uint16_t> channels;
+    for (int i = 0; i < 300; ++i) {
+      ASSERT_OK_AND_ASSIGN(const std::uint16_t channel,
+                           writer.AddChannel(schema, absl::StrCat("/vehicle/", i), "json", {}));
+      channels.push_back(channel);
+    }
+    std::uint64_t bound = 0;
+    for (int i = 0; i < 20000; ++i) {
+      ASSERT_OK(writer.Write(channels[i % channels.size()], i, i, absl::StrCat(R"({"i":)", i, "}")));
+      bound = writer.bytes_written() + writer.bytes_to_finish();
+    }
+    ASSERT_OK(writer.Finish());
+    EXPECT_LE(sink.bytes().size(), bound);
+    EXPECT_GT(sink.bytes().size(), bound / 2);  // A bound, not a guess off by orders.
+  }
+}
+
 }  // namespace
 }  // namespace pitlane::record

@@ -1,13 +1,15 @@
 #include "server/record/recorder.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <utility>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
 #include "server/record/file_sink.h"
 
 namespace pitlane::record {
@@ -43,7 +45,8 @@ std::size_t PayloadBytes(const session::Command& command) {
 
 }  // namespace
 
-// What the session's threads leave for the writer.
+// What the session's threads leave for the writer. A std::mutex and condition variable (not
+// absl::Mutex's conditions): ThreadSanitizer follows them into Debian's uninstrumented Abseil.
 struct Recorder::Inbox {
   struct Item {
     std::uint64_t run = 0;
@@ -55,10 +58,12 @@ struct Recorder::Inbox {
 
   explicit Inbox(std::size_t max_bytes) : max_bytes(max_bytes) {}
 
-  // Queues `item` unless the queue is full (then counts it lost). Under mu.
-  void Push(Item item, std::size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  // Queues `item` unless the queue is full (then counts it lost; a reset is always queued:
+  // the times of everything after it follow from it). Wakes the writer if it waits for
+  // work, or if the queue is half full. Under mu.
+  void Push(Item item, std::size_t bytes, bool always) {
     if (ended) return;
-    if (queued_bytes + bytes > max_bytes) {
+    if (queued_bytes + bytes > max_bytes && !always) {
       if (lost.count == 0) {
         lost.first_run = item.run;
         lost.first_tick = item.tick;
@@ -71,27 +76,37 @@ struct Recorder::Inbox {
     FlushLost();
     queued_bytes += bytes;
     items.push_back(std::move(item));
+    if (idle || queued_bytes > max_bytes / 2) Wake();
   }
   // Queues the gap of what was lost, if anything was. Under mu.
-  void FlushLost() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  void FlushLost() {
     if (lost.count == 0) return;
     items.push_back(
         {.run = lost.last_run, .tick = lost.last_tick, .gap = std::exchange(lost, RecordingGap{})});
     items.back().gap->kind = RecordingGap::Kind::kCommands;
   }
+  // Under mu.
+  void Wake() {
+    idle = false;
+    wake.notify_one();
+  }
+  bool Urgent() const { return stop || closed.has_value() || queued_bytes > max_bytes / 2; }
 
   const std::size_t max_bytes;
-  absl::Mutex mu;
-  std::vector<Item> items ABSL_GUARDED_BY(mu);
-  std::size_t queued_bytes ABSL_GUARDED_BY(mu) = 0;
-  RecordingGap lost ABSL_GUARDED_BY(mu);
-  std::optional<session::ObservedStart> start ABSL_GUARDED_BY(mu);
-  std::uint64_t run ABSL_GUARDED_BY(mu) = 0;  // The session's, as the observer saw it.
-  bool frames_ready ABSL_GUARDED_BY(mu) = false;
-  std::optional<absl::Status> closed ABSL_GUARDED_BY(mu);  // The session closed.
-  bool stop ABSL_GUARDED_BY(mu) = false;
-  bool ended ABSL_GUARDED_BY(mu) = false;  // The writer is done: nothing more is queued.
-  RecordingProgress progress ABSL_GUARDED_BY(mu);
+  std::mutex mu;
+  std::condition_variable wake;
+  // Guarded by mu:
+  std::vector<Item> items;
+  std::size_t queued_bytes = 0;
+  RecordingGap lost;
+  std::optional<session::ObservedStart> start;
+  std::uint64_t run = 0;  // The session's, as the observer saw it.
+  bool frames_ready = false;
+  std::optional<absl::Status> closed;  // The session closed.
+  bool stop = false;
+  bool idle = false;   // The writer waits for work (else it gathers a batch, or works).
+  bool ended = false;  // The writer is done: nothing more is queued.
+  RecordingProgress progress;
 };
 
 class Recorder::Observer final : public session::CommandObserver {
@@ -99,21 +114,23 @@ class Recorder::Observer final : public session::CommandObserver {
   explicit Observer(std::shared_ptr<Inbox> inbox) : inbox_(std::move(inbox)) {}
 
   void OnAttach(const session::ObservedStart& start) override {
-    absl::MutexLock lock(&inbox_->mu);
+    std::lock_guard lock(inbox_->mu);
     inbox_->start = start;
     inbox_->run = start.run;
   }
   void OnCommand(std::uint64_t tick, const session::Command& command) override {
-    absl::MutexLock lock(&inbox_->mu);
+    std::lock_guard lock(inbox_->mu);
     const std::uint64_t run = inbox_->run;
-    if (std::holds_alternative<session::ResetCommand>(command)) ++inbox_->run;
+    const bool reset = std::holds_alternative<session::ResetCommand>(command);
+    if (reset) ++inbox_->run;
     inbox_->Push({.run = run, .tick = tick, .command = command},
-                 sizeof(Inbox::Item) + PayloadBytes(command));
+                 sizeof(Inbox::Item) + PayloadBytes(command), /*always=*/reset);
   }
   void OnTick(const sim::World& world) override {
     const std::uint64_t hash = world.StateHash();
-    absl::MutexLock lock(&inbox_->mu);
-    inbox_->Push({.run = inbox_->run, .tick = world.tick(), .hash = hash}, sizeof(Inbox::Item));
+    std::lock_guard lock(inbox_->mu);
+    inbox_->Push({.run = inbox_->run, .tick = world.tick(), .hash = hash}, sizeof(Inbox::Item),
+                 /*always=*/false);
   }
 
  private:
@@ -124,12 +141,14 @@ class Recorder::Transport final : public session::SubscriberTransport {
  public:
   explicit Transport(std::shared_ptr<Inbox> inbox) : inbox_(std::move(inbox)) {}
   void OnReady() override {
-    absl::MutexLock lock(&inbox_->mu);
+    std::lock_guard lock(inbox_->mu);
     inbox_->frames_ready = true;
+    if (inbox_->idle) inbox_->Wake();
   }
   void OnClosed(const absl::Status& reason) override {
-    absl::MutexLock lock(&inbox_->mu);
+    std::lock_guard lock(inbox_->mu);
     if (!inbox_->closed.has_value()) inbox_->closed = reason;
+    inbox_->Wake();
   }
 
  private:
@@ -177,6 +196,7 @@ class Recorder::Output final : public RecordingOutput {
 
   const absl::Status& error() const { return error_; }
   std::uint64_t bytes() const { return writer_.bytes_written(); }
+  std::uint64_t bytes_to_finish() const { return writer_.bytes_to_finish(); }
   std::uint64_t messages() const { return writer_.message_count(); }
 
  private:
@@ -226,7 +246,8 @@ absl::StatusOr<std::unique_ptr<Recorder>> Recorder::Start(
   session::SubscriberOptions subscriber{
       .kind = session::SubscriberOptions::Kind::kLossless,
       .every_n_ticks = recorder->start_.telemetry_every_n_ticks,
-      .queue_capacity = recorder->options_.max_queued_frames};
+      .queue_capacity = recorder->options_.max_queued_frames,
+      .queue_bytes = recorder->options_.max_queued_frame_bytes};
   recorder->subscriber_ = std::make_shared<session::Subscriber>(
       std::move(subscriber), std::make_shared<Transport>(recorder->inbox_), clock);
   recorder->session_->AddObserver(recorder->observer_);
@@ -235,9 +256,10 @@ absl::StatusOr<std::unique_ptr<Recorder>> Recorder::Start(
     return fail(status);
   }
   {
-    absl::MutexLock lock(&recorder->inbox_->mu);
+    std::lock_guard lock(recorder->inbox_->mu);
     recorder->start_.start = *recorder->inbox_->start;
   }
+
   recorder->writer_ = std::thread([r = recorder.get()] { r->Run(); });
   return recorder;
 }
@@ -245,22 +267,17 @@ absl::StatusOr<std::unique_ptr<Recorder>> Recorder::Start(
 Recorder::~Recorder() { Stop(); }
 
 void Recorder::Detach() {
+  if (session_ == nullptr) return;
   session_->RemoveObserver(observer_.get());
   session_->Unsubscribe(subscriber_.get());
 }
 
 RecordingProgress Recorder::Stop() {
+  LetGo();  // Nothing more comes in: the writer then writes all that was queued.
   {
-    // Nothing more comes in once detached: the writer then writes all that was queued.
-    absl::MutexLock stop_lock(&stop_mu_);
-    if (!detached_) {
-      Detach();
-      detached_ = true;
-    }
-  }
-  {
-    absl::MutexLock lock(&inbox_->mu);
+    std::lock_guard lock(inbox_->mu);
     inbox_->stop = true;
+    inbox_->Wake();
   }
   {
     absl::MutexLock join_lock(&join_mu_);
@@ -270,7 +287,7 @@ RecordingProgress Recorder::Stop() {
 }
 
 RecordingProgress Recorder::progress() const {
-  absl::MutexLock lock(&inbox_->mu);
+  std::lock_guard lock(inbox_->mu);
   return inbox_->progress;
 }
 
@@ -278,12 +295,12 @@ void Recorder::Run() {
   const double tick_rate_hz = start_.config.world.tick_rate_hz;
   const auto time_of_ticks = [&](std::int64_t ticks) {
     return start_.time_origin_ns +
-           static_cast<std::uint64_t>(std::llround(static_cast<double>(std::max<std::int64_t>(
-                                                       ticks, 0)) *
-                                                   1e9 / tick_rate_hz));
+           static_cast<std::uint64_t>(std::llround(
+               static_cast<double>(std::max<std::int64_t>(ticks, 0)) * 1e9 / tick_rate_hz));
   };
-  // Ticks recorded before tick 0 of each run still to come (a run's tick t was recorded
-  // offsets[run] + t ticks after the start).
+  // Ticks recorded before tick 0 of each run (a run's tick t was recorded offsets[run] + t
+  // ticks after the start). Every run's entry is made from its reset, which is never lost and
+  // is queued before anything of the run it starts.
   std::map<std::uint64_t, std::int64_t> offsets;
   offsets[start_.start.run] = -static_cast<std::int64_t>(start_.start.tick);
   const auto elapsed = [&](std::uint64_t run, std::uint64_t tick) -> std::int64_t {
@@ -298,6 +315,7 @@ void Recorder::Run() {
   std::optional<absl::Status> end_status;
   std::string end_reason;
   bool by_duration = false;
+  std::uint64_t limit_run = 0;  // The run whose tick reached the duration limit.
 
   // Whether the recording must end now: a write error, the quota, the size limit (checked
   // after every message, since a batch may hold a long Step's worth).
@@ -321,35 +339,70 @@ void Recorder::Run() {
         return true;
       }
     }
-    if (options_.max_bytes > 0 && bytes >= options_.max_bytes) {
+    // The file as it would be if finished now (the summary grows with the chunks, and the
+    // channels: a thousand vehicles' telemetry adds ten kilobytes to each chunk's index).
+    if (options_.max_bytes > 0 && bytes + output_->bytes_to_finish() >= options_.max_bytes) {
       end_status = absl::OkStatus();
       end_reason = "max_bytes: the recording reached its size limit";
       return true;
     }
     return false;
   };
+  // Writes the frames (and the gaps before them) that fall within the recording: all of them,
+  // or at the duration limit those up to it.
+  std::uint64_t frame_run = start_.start.run;
+  const auto write_frames = [&](const std::vector<session::Delivery>& frames) {
+    for (const session::Delivery& delivery : frames) {
+      if (delivery.frame != nullptr) frame_run = delivery.frame->run;
+      const std::uint64_t tick =
+          delivery.frame != nullptr ? delivery.frame->time.tick : delivery.lost_first_tick;
+      const std::int64_t at = elapsed(frame_run, tick);
+      // At the duration limit, the frames up to it are still written (none of a later run).
+      if (Full() && !(by_duration && frame_run == limit_run &&
+                      at <= static_cast<std::int64_t>(options_.max_ticks))) {
+        return;
+      }
+      const std::uint64_t time_ns = time_of_ticks(at);
+      if (delivery.lost_frames > 0) {
+        frames_lost += delivery.lost_frames;
+        encoder_->Gap({.kind = RecordingGap::Kind::kFrames,
+                       .count = delivery.lost_frames,
+                       .first_run = frame_run,
+                       .first_tick = delivery.lost_first_tick,
+                       .last_run = frame_run,
+                       .last_tick = delivery.lost_last_tick},
+                      time_ns, *output_);
+      }
+      if (delivery.frame != nullptr) encoder_->Frame(delivery, time_ns, *output_);
+    }
+  };
+  const auto take_frames = [&](std::vector<session::Delivery>& frames, bool with_lost) {
+    frames.clear();
+    while (std::optional<session::Delivery> delivery = subscriber_->Take()) {
+      frames.push_back(*std::move(delivery));
+    }
+    if (with_lost) {
+      if (std::optional<session::Delivery> lost = subscriber_->TakeLost()) {
+        frames.push_back(*std::move(lost));
+      }
+    }
+  };
+
   encoder_->Begin(start_, *output_);
   std::vector<Inbox::Item> items;
   std::vector<session::Delivery> frames;
   for (bool last = false; !last && !end_status.has_value();) {
     {
-      absl::MutexLock lock(&inbox_->mu);
-      inbox_->mu.Await(absl::Condition(
-          +[](Inbox* inbox) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return !inbox->items.empty() || inbox->frames_ready || inbox->stop ||
-                   inbox->closed.has_value();
-          },
-          inbox_.get()));
+      std::unique_lock lock(inbox_->mu);
+      inbox_->idle = true;
+      inbox_->wake.wait(lock, [&] {
+        return !inbox_->items.empty() || inbox_->frames_ready || inbox_->stop ||
+               inbox_->closed.has_value();
+      });
       // Gather a batch: one write every few milliseconds, however fast the session ticks,
       // unless the queue fills or the recording ends.
-      inbox_->mu.AwaitWithTimeout(
-          absl::Condition(
-              +[](Inbox* inbox) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                return inbox->stop || inbox->closed.has_value() ||
-                       inbox->queued_bytes > inbox->max_bytes / 2;
-              },
-              inbox_.get()),
-          absl::Milliseconds(10));
+      inbox_->idle = false;
+      inbox_->wake.wait_for(lock, std::chrono::milliseconds(10), [&] { return inbox_->Urgent(); });
       inbox_->frames_ready = false;
       if (inbox_->closed.has_value()) {
         last = true;
@@ -363,13 +416,10 @@ void Recorder::Run() {
     }
     // Frames first, then the commands and hashes: every frame taken has its tick's hash
     // queued before it (the session queues both under its lock, the hash first).
-    frames.clear();
-    while (std::optional<session::Delivery> delivery = subscriber_->Take()) {
-      frames.push_back(*std::move(delivery));
-    }
+    take_frames(frames, /*with_lost=*/last);
     items.clear();
     {
-      absl::MutexLock lock(&inbox_->mu);
+      std::lock_guard lock(inbox_->mu);
       if (last) inbox_->FlushLost();  // Lost after the last item queued.
       std::swap(items, inbox_->items);
       inbox_->queued_bytes = 0;
@@ -393,42 +443,24 @@ void Recorder::Run() {
             static_cast<std::uint64_t>(std::max<std::int64_t>(elapsed(item.run, item.tick), 0)));
         if (options_.max_ticks > 0 && ticks >= options_.max_ticks && !end_status.has_value()) {
           by_duration = true;
+          limit_run = item.run;
           end_status = absl::OkStatus();
           end_reason = "max_duration_s: the recording reached its duration limit";
         }
       }
     }
-    if (last) {
-      // Frames lost after the last one queued (the session offers no more).
-      if (std::optional<session::Delivery> lost = subscriber_->TakeLost()) {
-        frames.push_back(*std::move(lost));
-      }
+    if (end_status.has_value() && !last) {
+      // Ended by a limit: let go of the session first, then write the frames still to come
+      // that are within the recording (offered before the detach).
+      write_frames(frames);
+      LetGo();
+      take_frames(frames, /*with_lost=*/true);
     }
-    std::uint64_t frame_run = start_.start.run;
-    for (const session::Delivery& delivery : frames) {
-      if (delivery.frame != nullptr) frame_run = delivery.frame->run;
-      const std::uint64_t tick =
-          delivery.frame != nullptr ? delivery.frame->time.tick : delivery.lost_last_tick;
-      const std::int64_t at = elapsed(frame_run, tick);
-      // At the duration limit, the frames up to it are still written.
-      if (Full() && !(by_duration && at <= static_cast<std::int64_t>(options_.max_ticks))) break;
-      const std::uint64_t time_ns = time_of_ticks(at);
-      if (delivery.lost_frames > 0) {
-        frames_lost += delivery.lost_frames;
-        encoder_->Gap({.kind = RecordingGap::Kind::kFrames,
-                       .count = delivery.lost_frames,
-                       .first_run = frame_run,
-                       .first_tick = delivery.lost_first_tick,
-                       .last_run = frame_run,
-                       .last_tick = delivery.lost_last_tick},
-                      time_ns, *output_);
-      }
-      if (delivery.frame != nullptr) encoder_->Frame(delivery, time_ns, *output_);
-    }
+    write_frames(frames);
     // Runs before the newest frame's are needed no more (later frames are of it or later).
-    if (!frames.empty()) offsets.erase(offsets.begin(), offsets.lower_bound(frame_run));
+    offsets.erase(offsets.begin(), offsets.lower_bound(frame_run));
     Full();
-    absl::MutexLock lock(&inbox_->mu);
+    std::lock_guard lock(inbox_->mu);
     RecordingProgress& progress = inbox_->progress;
     progress.bytes = output_->bytes();
     progress.messages = output_->messages();
@@ -438,7 +470,7 @@ void Recorder::Run() {
   }
   if (!end_status.has_value()) end_status = absl::OkStatus();
   {
-    absl::MutexLock lock(&inbox_->mu);
+    std::lock_guard lock(inbox_->mu);
     inbox_->ended = true;  // The observer queues nothing more.
     inbox_->items.clear();
   }
@@ -461,19 +493,21 @@ void Recorder::Run() {
     // The summary is written even past the quota: a file without it is worse.
     options_.quota->Charge(progress.bytes - quota_taken);
   }
-  // A recording that ended by itself lets go of the session now, not at Stop.
+  LetGo();  // A recording that ended by itself lets go of the session now, not at Stop.
+  encoder_.reset();  // Nor does its encoder hold the session (the web channels look at it).
   {
-    absl::MutexLock stop_lock(&stop_mu_);
-    if (!detached_) {
-      Detach();
-      detached_ = true;
-    }
-  }
-  {
-    absl::MutexLock lock(&inbox_->mu);
+    std::lock_guard lock(inbox_->mu);
     inbox_->progress = progress;
   }
   if (options_.on_end) options_.on_end(progress);
+}
+
+void Recorder::LetGo() {
+  absl::MutexLock stop_lock(&stop_mu_);
+  if (detached_) return;
+  Detach();
+  detached_ = true;
+  session_.reset();  // An ended recording does not keep a deleted session's world alive.
 }
 
 }  // namespace pitlane::record

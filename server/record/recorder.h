@@ -144,8 +144,10 @@ struct RecorderOptions {
   // Commands and hashes queued for the writer, bytes (estimated); beyond, they are lost
   // (recorded as a gap).
   std::size_t max_queued_bytes = 64 << 20;
-  // Telemetry frames queued for the writer; beyond, they are lost (recorded as a gap).
-  std::size_t max_queued_frames = 128;
+  // Telemetry frames queued for the writer, and their bytes (session::FrameBytes); beyond
+  // either, they are lost (recorded as a gap).
+  std::size_t max_queued_frames = 4096;
+  std::size_t max_queued_frame_bytes = 64 << 20;
   McapOptions mcap;
   // Called once on the writer thread when the recording has ended and its file is closed.
   // Must not destroy the recorder.
@@ -181,8 +183,10 @@ class Recorder {
            RecorderOptions options, std::unique_ptr<RecordingEncoder> encoder);
   void Run();
   void Detach();
+  // Detach, once (from Stop, or from the writer when the recording ended by itself).
+  void LetGo();
 
-  const std::shared_ptr<session::Session> session_;
+  std::shared_ptr<session::Session> session_;  // Until detached (stop_mu_ then).
   RecordingStart start_;
   RecorderOptions options_;
   std::unique_ptr<RecordingEncoder> encoder_;

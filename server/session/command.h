@@ -89,10 +89,12 @@ struct ObservedStart {
   std::uint64_t tick = 0;        // The world's tick.
   std::uint64_t run = 0;         // Resets of the session so far (Frame::run).
   std::uint64_t state_hash = 0;  // The world's StateHash at `tick`.
-  // The world is as the session's config builds it: at tick 0, and no command that changes
-  // it was applied since it was created or reset. From here, the config and the commands the
-  // observer sees are enough to run it again (Replay).
+  // The world is as the session's config builds it (with ids from `first_ids`): at tick 0,
+  // and no command that changes it was applied since it was created or reset. From here, the
+  // config, `first_ids` and the commands the observer sees are enough to run it again
+  // (Replay; a reset's world continues the ids of the one before it).
   bool pristine = false;
+  sim::IdCounters first_ids;  // The world's first ids (BuildWorld's first_ids).
 };
 
 // Sees every command a session applies and every tick it steps. Called under the session's

@@ -372,6 +372,38 @@ TEST(Subscribers, LosslessQueueReportsExactlyWhatItLost) {
   EXPECT_FALSE(subscriber->TakeLost().has_value());
 }
 
+// A lossless queue bounded in bytes: it holds what fits (at least one frame), and says what
+// it lost as the count-bounded queue does.
+TEST(Subscribers, ALosslessQueueBoundedInBytesLosesWhatDoesNotFit) {
+  auto session = MakeSession(nullptr);
+  ASSERT_TRUE(session->SpawnVehicles({sim::VehicleSpec{}, sim::VehicleSpec{}}).ok());
+  const std::size_t frame_bytes = FrameBytes(*session->CurrentFrame());
+  EXPECT_GT(frame_bytes, 2 * sizeof(sim::VehicleSnapshot));
+  auto [reader, subscriber] = testutil::RecordingTransport::Make(
+      session->clock(), {.kind = SubscriberOptions::Kind::kLossless,
+                         .queue_capacity = 100,
+                         .queue_bytes = frame_bytes * 5 / 2});
+  reader->Hold();
+  ASSERT_TRUE(session->Subscribe(subscriber).ok());
+  ASSERT_TRUE(session->Step(5, std::nullopt).ok());  // Ticks 0 and 1 fit; 2 to 5 lost.
+  reader->Release();
+  ASSERT_TRUE(session->Step(1, std::nullopt).ok());
+  EXPECT_THAT(reader->ticks(), ElementsAre(0, 1, 6));
+  EXPECT_EQ(reader->deliveries()[2].lost_frames, 4u);
+
+  // A frame bigger than the whole budget still goes into an empty queue.
+  auto [big_reader, big] = testutil::RecordingTransport::Make(
+      session->clock(),
+      {.kind = SubscriberOptions::Kind::kLossless, .queue_capacity = 100, .queue_bytes = 1});
+  big_reader->Hold();
+  ASSERT_TRUE(session->Subscribe(big).ok());
+  ASSERT_TRUE(session->Step(2, std::nullopt).ok());
+  big_reader->Release();
+  ASSERT_TRUE(session->Step(1, std::nullopt).ok());
+  EXPECT_THAT(big_reader->ticks(), ElementsAre(6, 9));
+  EXPECT_EQ(big_reader->deliveries()[1].lost_frames, 2u);
+}
+
 // A kLatest subscriber holds one frame: the newest. Frames replaced while its reader held a
 // delivery are counted as skipped.
 TEST(Subscribers, LatestKeepsTheNewestAndCountsWhatTheBusyReaderMissed) {
@@ -632,6 +664,8 @@ TEST(CommandDoor, AnObserverIsToldWhereItStartsAndWhetherTheConfigRebuildsIt) {
   const ObservedStart reset = start();
   EXPECT_TRUE(reset.pristine);
   EXPECT_EQ(reset.run, 1u);
+  EXPECT_EQ(reset.first_ids.next_vehicle_id, 2u);  // The ids go on from the first world's.
+  EXPECT_EQ(fresh.first_ids.next_vehicle_id, 1u);
   EXPECT_EQ(session->CurrentFrame()->run, 1u);
   ASSERT_TRUE(session->Step(2, std::nullopt).ok());
   const ObservedStart stepped = start();

@@ -42,4 +42,16 @@ FrameEvents MergeEvents(FrameEvents older, FrameEvents newer) {
   return older;
 }
 
+std::size_t FrameBytes(const Frame& frame) {
+  std::size_t bytes = sizeof(Frame) + frame.vehicles.size() * sizeof(sim::VehicleSnapshot) +
+                      frame.contacts.size() * sizeof(sim::Contact);
+  for (const sim::VehicleSnapshot& vehicle : frame.vehicles) {
+    if (vehicle.range_scan.has_value()) bytes += vehicle.range_scan->ranges_m.size() * sizeof(double);
+    if (vehicle.nearest_objects.has_value()) {
+      bytes += vehicle.nearest_objects->size() * sizeof(sim::NearbyObject);
+    }
+  }
+  return bytes;
+}
+
 }  // namespace pitlane::session

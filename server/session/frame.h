@@ -48,6 +48,9 @@ struct FrameEvents {
 
 inline constexpr std::size_t kMaxEventsPerFrame = 100000;
 
+// The memory a frame holds, bytes (its vehicles, their sensor readings, its contacts).
+std::size_t FrameBytes(const Frame& frame);
+
 // Appends `events` to `into`, keeping at most kMaxEventsPerFrame and counting the rest.
 void AppendEvents(absl::Span<const sim::ContactEvent> events, FrameEvents& into);
 // Appends kOngoing events for the contacts in effect at `tick` that began before it and sorts

@@ -893,7 +893,8 @@ void Session::AddObserver(std::shared_ptr<CommandObserver> observer) {
   observer->OnAttach({.tick = world_.tick(),
                       .run = run_,
                       .state_hash = world_.StateHash(),
-                      .pristine = pristine_ && world_.tick() == 0});
+                      .pristine = pristine_ && world_.tick() == 0,
+                      .first_ids = world_.params().first_ids});
   observers_.push_back(std::move(observer));
 }
 

@@ -96,12 +96,21 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
         absl::StrCat("max_vehicles: must be in [1, ", limits_.max_vehicles_per_session,
                      "] (the server's --max_vehicles_per_session), got ", max_vehicles));
   }
+  const std::uint32_t max_contacts = request.max_contacts.value_or(limits_.max_contacts_per_tick);
+  if (max_contacts < 1 || max_contacts > limits_.max_contacts_per_tick) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_contacts_per_tick: must be in [1, ", limits_.max_contacts_per_tick,
+                     "] (the server's --max_contacts_per_tick), got ", max_contacts));
+  }
+  if (request.first_ids.next_vehicle_id < 1 || request.first_ids.next_obstacle_id < 1) {
+    return absl::InvalidArgumentError("first_ids: must be >= 1");
+  }
   SessionConfig config{
       .name = request.name,
       .world = {.tick_rate_hz = request.tick_rate_hz.value_or(kDefaultTickRate_hz),
                 .seed = request.seed,
                 .max_vehicles = max_vehicles,
-                .max_contacts = limits_.max_contacts_per_tick,
+                .max_contacts = max_contacts,
                 .collision_policy = request.collision_policy,
                 .bounds = request.bounds},
       .clock = UpdatedClock(DefaultClock(limits_.clock_limits), request.clock),
@@ -118,7 +127,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
     return absl::FailedPreconditionError(
         "clock_mode: this server runs no scheduler; only LOCKSTEP is available");
   }
-  ASSIGN_OR_RETURN(sim::World world, BuildWorld(config));
+  ASSIGN_OR_RETURN(sim::World world, BuildWorld(config, request.first_ids));
   ASSIGN_OR_RETURN(std::string id, NewSessionId(limits_.replica));
 
   std::shared_ptr<Session> session;

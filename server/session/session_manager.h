@@ -50,6 +50,11 @@ struct SessionRequest {
   std::vector<sim::VehicleSpec> vehicles;      // Spawned at tick 0.
   std::vector<NamedRoute> routes;              // For the built-in drivers, by index.
   std::vector<SpawnPoint> spawn_points;
+  // A re-simulation's (a recording's): the world's first ids (a session reset before the
+  // recording started goes on from the ids of the world before), and its contact budget
+  // (unset: the server's; at most the server's).
+  sim::IdCounters first_ids;
+  std::optional<std::uint32_t> max_contacts;
 };
 
 inline constexpr double kDefaultTickRate_hz = 50.0;

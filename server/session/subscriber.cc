@@ -70,7 +70,16 @@ bool Subscriber::OfferFirst(std::shared_ptr<const Frame> frame) {
 
 bool Subscriber::OfferLocked(std::shared_ptr<const Frame> frame, FrameEvents events) {
   if (options_.kind == SubscriberOptions::Kind::kLossless) {
-    if (queue_.size() >= options_.queue_capacity) {
+    // The frame and the events that go with it. A reset's first frame is queued whatever its
+    // size (if the count allows): the frames after it are of another world.
+    const std::size_t bytes =
+        options_.queue_bytes > 0
+            ? FrameBytes(*frame) +
+                  (events.events.size() + lost_events_.events.size()) * sizeof(sim::ContactEvent)
+            : 0;
+    if (queue_.size() >= options_.queue_capacity ||
+        (options_.queue_bytes > 0 && !queue_.empty() && !first_pending_ &&
+         queued_bytes_ + bytes > options_.queue_bytes)) {
       if (lost_ == 0) lost_first_tick_ = frame->time.tick;
       lost_last_tick_ = frame->time.tick;
       ++lost_;
@@ -88,6 +97,8 @@ bool Subscriber::OfferLocked(std::shared_ptr<const Frame> frame, FrameEvents eve
       delivery.events = std::move(events);
     }
     queue_.push_back(std::move(delivery));
+    queue_frame_bytes_.push_back(bytes);
+    queued_bytes_ += bytes;
     return std::exchange(waiting_, false);
   }
   // A frame the rate limit holds back when it arrives is decimated if a newer one replaces
@@ -127,6 +138,8 @@ std::optional<Delivery> Subscriber::Take() {
     }
     Delivery delivery = std::move(queue_.front());
     queue_.pop_front();
+    queued_bytes_ -= queue_frame_bytes_.front();
+    queue_frame_bytes_.pop_front();
     return delivery;
   }
   if (pending_ == nullptr) {

@@ -82,6 +82,10 @@ struct SubscriberOptions {
   std::vector<sim::VehicleId> vehicle_ids;
   // kLossless: frames the queue holds, >= 1.
   std::size_t queue_capacity = 64;
+  // kLossless: most bytes of frames (FrameBytes, and their events) the queue holds; 0: no
+  // limit but the count. A frame is queued into an empty queue whatever its size, and so is a
+  // reset's first frame.
+  std::size_t queue_bytes = 0;
 };
 
 // Thread-safe. The session calls Offer and Accumulate; the transport calls Take.
@@ -139,6 +143,8 @@ class Subscriber {
   bool first_pending_ ABSL_GUARDED_BY(mu_) = false;  // The next delivery is a first frame.
   // kLossless: the queue, and frames lost since the last queued one.
   std::deque<Delivery> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::size_t> queue_frame_bytes_ ABSL_GUARDED_BY(mu_);  // Of queue_'s frames.
+  std::size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t lost_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t lost_first_tick_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t lost_last_tick_ ABSL_GUARDED_BY(mu_) = 0;

@@ -625,58 +625,10 @@ bool FoxgloveConnection::Publish(const std::string& id, SessionState& state,
     if (!publish(channel, ContactsJson(*frame, delivery.events, ns))) return false;
   }
   if (const ChannelRef* channel = channel_of(ChannelKind::kLog)) {
-    std::vector<std::string> lines;
     std::vector<sim::VehicleId> ids;
-    ids.reserve(frame->vehicles.size());
-    for (const sim::VehicleSnapshot& vehicle : frame->vehicles) ids.push_back(vehicle.id);
-    if (!state.log_ids.has_value()) {
-      // A new reader of the log: what it is watching.
-      const session::SessionDescription description = encodings.session()->Describe(false);
-      lines.push_back(LogJson(
-          ns, 2, id,
-          absl::StrCat("watching session \"", description.config.name, "\": ",
-                       frame->vehicles.size(), " vehicles, ", description.obstacle_count,
-                       " obstacles, tick ", frame->time.tick, ", ",
-                       ClockModeName(description.config.clock.mode), " clock",
-                       description.config.clock.paused ? " (paused)" : "")));
-    } else {
-      if (delivery.first_frame) {
-        lines.push_back(LogJson(ns, 3, id, "the session was reset"));
-      }
-      const std::vector<sim::VehicleId>& before = *state.log_ids;
-      std::vector<sim::VehicleId> added;
-      std::vector<sim::VehicleId> removed;
-      std::set_difference(ids.begin(), ids.end(), before.begin(), before.end(),
-                          std::back_inserter(added));
-      std::set_difference(before.begin(), before.end(), ids.begin(), ids.end(),
-                          std::back_inserter(removed));
-      static constexpr std::size_t kListed = 20;
-      const auto list = [](const std::vector<sim::VehicleId>& list) {
-        std::string text;
-        for (std::size_t i = 0; i < std::min(list.size(), kListed); ++i) {
-          absl::StrAppend(&text, i > 0 ? ", " : "", list[i]);
-        }
-        if (list.size() > kListed) absl::StrAppend(&text, " and ", list.size() - kListed, " more");
-        return text;
-      };
-      if (!added.empty()) {
-        lines.push_back(LogJson(ns, 2, id,
-                                absl::StrCat("vehicles added: ", list(added))));
-      }
-      if (!removed.empty()) {
-        lines.push_back(LogJson(ns, 2, id,
-                                absl::StrCat("vehicles removed: ", list(removed))));
-      }
-    }
-    for (const sim::ContactEvent& event : delivery.events.events) {
-      if (event.phase != sim::ContactPhase::kBegan) continue;
-      lines.push_back(LogJson(
-          ns, 3, id,
-          absl::StrCat("contact: vehicle ", event.contact.pair.vehicle, " and ",
-                       OtherKindName(event.contact.pair.other_kind), " ",
-                       event.contact.pair.other_id, " at tick ", event.tick)));
-      if (lines.size() >= 50) break;  // A pile-up is summarised by the contacts channel.
-    }
+    const std::vector<std::string> lines =
+        LogLines(id, delivery, state.log_ids,
+                 [&] { return encodings.session()->Describe(false); }, ns, ids);
     for (const std::string& line : lines) {
       if (!publish(channel, line)) return false;
     }

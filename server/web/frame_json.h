@@ -6,6 +6,7 @@
 #define PITLANE_SERVER_WEB_FRAME_JSON_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "server/session/frame.h"
 #include "server/session/session.h"
+#include "server/session/subscriber.h"
 #include "server/sim/vehicles/vehicle.h"
 #include "server/sim/world/obstacle.h"
 
@@ -71,6 +73,15 @@ std::string ContactsJson(const session::Frame& frame, const session::FrameEvents
 // foxglove.Log: level 2 info, 3 warning.
 std::string LogJson(std::uint64_t stamp_ns, int level, absl::string_view name,
                     absl::string_view message);
+
+// The foxglove.Log lines of a delivery of session `id`, for a reader that saw the vehicles
+// `before` (nullopt: a new reader, told what it watches from `describe()`): a reset, vehicles
+// added and removed, contacts begun (at most 50 lines). `ids` is set to the frame's vehicle
+// ids, the next call's `before`.
+std::vector<std::string> LogLines(absl::string_view id, const session::Delivery& delivery,
+                                  const std::optional<std::vector<sim::VehicleId>>& before,
+                                  const std::function<session::SessionDescription()>& describe,
+                                  std::uint64_t stamp_ns, std::vector<sim::VehicleId>& ids);
 
 // The browser viewer's compact frame (docs/dashboards.md, "The viewer's channel"): a header,
 // then 16 bytes per vehicle in the order of `frame.vehicles`, which is the order of the roster

@@ -10,18 +10,15 @@
 //          {"op":"close"}
 import readline from "node:readline";
 
-import foxgloveSchemas from "@foxglove/schemas/jsonschema.js";
 import wsProtocol from "@foxglove/ws-protocol";
-import Ajv from "ajv";
-import protobuf from "protobufjs";
-import descriptor from "protobufjs/ext/descriptor/index.js";
 import WebSocket from "ws";
+
+import { decoderFor as decodeWith } from "./decoders.mjs";
 
 const { FoxgloveClient } = wsProtocol;
 const url = process.argv[2];
 const protocols = process.argv.length > 3 ? process.argv.slice(3) : [FoxgloveClient.SUPPORTED_SUBPROTOCOL];
 
-const ajv = new Ajv({ strict: false, allErrors: true });
 const print = (value) => process.stdout.write(JSON.stringify(value, (key, v) =>
   typeof v === "bigint" ? v.toString() : v) + "\n");
 
@@ -37,28 +34,11 @@ const subscriptions = new Map(); // subscription id -> channel id
 const byTopic = new Map();       // topic -> subscription id
 
 function decoderFor(channel) {
-  if (channel.encoding === "json") {
-    const foxgloveName = channel.schemaName.startsWith("foxglove.") ? channel.schemaName.slice(9) : null;
-    const schema = foxgloveName && foxgloveSchemas[foxgloveName] ? foxgloveSchemas[foxgloveName] : JSON.parse(channel.schema);
-    const validate = ajv.compile(schema);
-    const text = new TextDecoder("utf-8", { fatal: true });
-    return (bytes) => {
-      const value = JSON.parse(text.decode(bytes));
-      const valid = validate(value);
-      return { value, schemaErrors: valid ? [] : validate.errors.slice(0, 5), validatedWith: foxgloveName ? "@foxglove/schemas" : "advertised" };
-    };
-  }
-  if (channel.encoding === "protobuf") {
-    const set = descriptor.FileDescriptorSet.decode(Buffer.from(channel.schema, "base64"));
-    const root = protobuf.Root.fromDescriptor(set);
-    const type = root.lookupType(channel.schemaName);
-    return (bytes) => ({
-      value: type.toObject(type.decode(bytes), { longs: String, enums: String, defaults: false }),
-      schemaErrors: [],
-      validatedWith: "advertised FileDescriptorSet",
-    });
-  }
-  return () => ({ value: null, schemaErrors: [`unknown encoding ${channel.encoding}`] });
+  return decodeWith({
+    encoding: channel.encoding,
+    schemaName: channel.schemaName,
+    schema: channel.encoding === "protobuf" ? Buffer.from(channel.schema, "base64") : channel.schema,
+  });
 }
 
 client.on("open", () => print({ event: "open", protocol: ws.protocol }));

@@ -8,15 +8,9 @@
 import { open, readFile } from "node:fs/promises";
 import { McapIndexedReader, McapStreamReader } from "@mcap/core";
 import { crc32 } from "@foxglove/crc";
-import { decompress as zstdDecompress } from "fzstd";
 
-const decompressHandlers = {
-  zstd: (buffer, size) => {
-    const out = zstdDecompress(buffer, new Uint8Array(Number(size)));
-    if (out.length !== Number(size)) throw new Error(`zstd: ${out.length} bytes, not ${size}`);
-    return out;
-  },
-};
+import { decompressHandlers, readableOf } from "./mcap_files.mjs";
+
 const text = new TextDecoder();
 const messageOf = (m) => ({
   channel: m.channelId,
@@ -49,15 +43,7 @@ function readStream(bytes) {
 
 async function readIndexed(path) {
   const handle = await open(path, "r");
-  const { size } = await handle.stat();
-  const readable = {
-    size: async () => BigInt(size),
-    read: async (offset, length) => {
-      const buffer = new Uint8Array(Number(length));
-      await handle.read(buffer, 0, Number(length), Number(offset));
-      return buffer;
-    },
-  };
+  const readable = await readableOf(handle);
   try {
     const reader = await McapIndexedReader.Initialize({ readable, decompressHandlers });
     const messages = [];

@@ -855,6 +855,49 @@ class _Api:
             pb.DetachControllerRequest(session_id=session_id, vehicle_id=vehicle_id),
             lambda r: r.time)
 
+    # Recordings (docs/recording.md) ------------------------------------------
+
+    def start_recording(
+        self,
+        session_id: str,
+        *,
+        telemetry_rate_hz: Optional[float] = None,
+        max_bytes: Optional[int] = None,
+        max_duration_s: Optional[float] = None,
+    ) -> pb.RecordingInfo:
+        """Starts recording a session into an MCAP file on the server (its --record_dir).
+
+        Unset options take the server's defaults (telemetry at 10 Hz of simulated time; the
+        server's --max_recording_mib and --max_recording_s)."""
+        options = pb.RecordingOptions()
+        if telemetry_rate_hz is not None:
+            options.telemetry_rate_hz = telemetry_rate_hz
+        if max_bytes is not None:
+            options.max_bytes = max_bytes
+        if max_duration_s is not None:
+            options.max_duration_s = max_duration_s
+        return self._unary(
+            "StartRecording",
+            pb.StartRecordingRequest(session_id=session_id, options=options),
+            lambda r: r.recording)
+
+    def stop_recording(self, recording_id: str) -> pb.RecordingInfo:
+        """Stops a recording and completes its file; returns it as it ended."""
+        return self._unary(
+            "StopRecording", pb.StopRecordingRequest(recording_id=recording_id),
+            lambda r: r.recording)
+
+    def replay_recording(self, recording_id: str) -> pb.ReplayRecordingResponse:
+        """Re-simulates a recording in a new LOCKSTEP session (yours) and compares every tick's
+        state hash with the recording's: ``matched``, or the first ``divergence``."""
+        return self._unary(
+            "ReplayRecording", pb.ReplayRecordingRequest(recording_id=recording_id))
+
+    def list_recordings(self) -> list[pb.RecordingInfo]:
+        """The recordings of this server's run that the caller may see, newest first."""
+        return self._unary(
+            "ListRecordings", pb.ListRecordingsRequest(), lambda r: list(r.recordings))
+
     def remove_vehicle(self, session_id: str, vehicle_id: int) -> pb.SimTime:
         """Removes a vehicle; returns the session clock."""
         return self._unary(

@@ -1,6 +1,10 @@
 #include "server/sim/world/world.h"
 
+#include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -18,23 +22,83 @@ absl::Status IndexedError(std::size_t index, const absl::Status& status) {
   return PrefixField(absl::StrCat("[", index, "]"), status);
 }
 
-// FNV-1a, 64-bit, over raw bytes.
-class Fnv1a {
+// A 64-bit hash of a stream of bytes, read as little-endian 64-bit words into eight lanes
+// that do not wait on each other: a recorder takes it every tick (byte-at-a-time FNV-1a cost
+// 108 us for 1,000 vehicles; this, 5 us). Each lane mixes a word in with an xor, a rotation
+// and an addition (one cycle each); the lanes, the length and splitmix64's finalizer make the
+// value. It finds runs that diverged, not an adversary's collisions. Integer arithmetic
+// only: the same on every machine.
+class StateHasher {
  public:
   void Add(const void* data, std::size_t size) {
+    if (size == 0) return;  // An empty column's data() may be null.
     const auto* bytes = static_cast<const unsigned char*>(data);
-    for (std::size_t i = 0; i < size; ++i) {
-      hash_ = (hash_ ^ bytes[i]) * 0x100000001b3ULL;
+    total_ += size;
+    if (buffered_ > 0) {
+      const std::size_t take = std::min(size, kBlock - buffered_);
+      std::memcpy(buffer_ + buffered_, bytes, take);
+      buffered_ += take;
+      bytes += take;
+      size -= take;
+      if (buffered_ < kBlock) return;
+      Block(buffer_);
+      buffered_ = 0;
     }
+    if (size >= kBlock) {
+      // The lanes in registers for the run of whole blocks.
+      std::array<std::uint64_t, kLanes> lanes = lanes_;
+      for (; size >= kBlock; bytes += kBlock, size -= kBlock) Mix(lanes, bytes);
+      lanes_ = lanes;
+    }
+    std::memcpy(buffer_, bytes, size);
+    buffered_ = size;
   }
   template <typename T>
   void AddColumn(const std::vector<T>& column) {
     Add(column.data(), column.size() * sizeof(T));
   }
-  std::uint64_t value() const { return hash_; }
+  std::uint64_t value() const {
+    std::array<std::uint64_t, kLanes> lanes = lanes_;
+    unsigned char tail[kBlock] = {};
+    std::memcpy(tail, buffer_, buffered_);
+    Mix(lanes, tail);
+    std::uint64_t hash = total_ * kMultiplier;
+    for (const std::uint64_t lane : lanes) hash = Avalanche(hash ^ Avalanche(lane));
+    return hash;
+  }
 
  private:
-  std::uint64_t hash_ = 0xcbf29ce484222325ULL;
+  static constexpr std::size_t kLanes = 8;
+  static constexpr std::size_t kBlock = kLanes * sizeof(std::uint64_t);
+  static constexpr std::uint64_t kMultiplier = 0x9e3779b97f4a7c15ULL;  // Odd.
+
+  static std::uint64_t Word(const unsigned char* bytes) {
+    std::uint64_t word;
+    std::memcpy(&word, bytes, sizeof(word));
+    if constexpr (std::endian::native == std::endian::big) word = __builtin_bswap64(word);
+    return word;
+  }
+  static void Mix(std::array<std::uint64_t, kLanes>& lanes, const unsigned char* block) {
+    for (std::size_t i = 0; i < kLanes; ++i) {
+      const std::uint64_t word = Word(block + i * sizeof(std::uint64_t));
+      lanes[i] = std::rotl(lanes[i] ^ word, 29) + word;
+    }
+  }
+  // splitmix64's finalizer.
+  static std::uint64_t Avalanche(std::uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  }
+  void Block(const unsigned char* block) { Mix(lanes_, block); }
+
+  std::array<std::uint64_t, kLanes> lanes_ = {
+      0x243f6a8885a308d3ULL, 0x13198a2e03707344ULL, 0xa4093822299f31d0ULL,
+      0x082efa98ec4e6c89ULL, 0x452821e638d01377ULL, 0xbe5466cf34e90c6cULL,
+      0xc0ac29b7c97c50ddULL, 0x3f84d5b5b5470917ULL};  // The digits of pi.
+  unsigned char buffer_[kBlock] = {};
+  std::size_t buffered_ = 0;
+  std::uint64_t total_ = 0;
 };
 
 // What a driver sees of the vehicle at table row `row`.
@@ -523,7 +587,7 @@ std::vector<VehicleDescription> World::DescribeVehicles() const {
 
 std::uint64_t World::StateHash() const {
   const VehicleTable& table = state_.vehicles;
-  Fnv1a hash;
+  StateHasher hash;
   // Ids as counted from this world's first ones (the same bytes as the ids themselves in a
   // world whose ids start at 1).
   const VehicleId vehicle_base = params_.first_ids.next_vehicle_id - 1;

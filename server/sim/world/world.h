@@ -182,8 +182,9 @@ class World {
   std::vector<VehicleSnapshot> Snapshot() const;
   std::vector<VehicleDescription> DescribeVehicles() const;
 
-  // A 64-bit FNV-1a hash of the tick and of the bits of every state variable and held input,
-  // for determinism checks: equal states hash equal on any machine with IEEE doubles. Ids are
+  // A 64-bit hash (StateHasher in world.cc) of the tick and of the bits of every state
+  // variable and held input, for determinism checks: equal states hash equal on any machine
+  // with IEEE doubles (about 5 ns a vehicle). Ids are
   // hashed as counted from params().first_ids, so a world rebuilt in place of another (a
   // session's reset) hashes as the same run in a new world would.
   std::uint64_t StateHash() const;

@@ -1,0 +1,238 @@
+// What recording costs. Run:
+//   build/bin/record_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+//
+// BM_SessionTick: a 1,000-vehicle 50 Hz session's Steps on the stepping thread, without and
+// with a recording (telemetry at 10 Hz, written to a file under $TMPDIR by its own thread, as
+// the server does), the writer caught up between frames as in a session paced at 50 Hz:
+// `per_tick` is the stepping thread's time per tick. driven:0 is the
+// cheapest world there is (bicycles on a lattice, no drivers, never in contact); driven:1 has
+// a route follower drive each car round a ring, 10 m behind the next.
+// BM_WriterFrame: the writer's work for one telemetry frame of N vehicles (the protobuf
+// WorldState, the Foxglove JSON channels, MCAP with zstd chunks) into a sink that counts:
+// `vehicle_states` is its throughput, `bytes_per_vehicle_state` what reaches the disk.
+// BM_StateHash, BM_Frame: the parts of the stepping thread's extra work.
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "benchmark/benchmark.h"
+#include "server/api/convert.h"
+#include "server/api/recording_codec.h"
+#include "server/record/mcap_writer.h"
+#include "server/record/recorder.h"
+#include "server/session/session.h"
+#include "server/web/recorded_channels.h"
+
+namespace pitlane {
+namespace {
+
+session::SessionConfig Config(std::uint32_t vehicles) {
+  session::SessionConfig config{.name = "bench",
+                                .world = {.tick_rate_hz = 50, .seed = 1,
+                                          .max_vehicles = vehicles}};
+  return config;
+}
+
+// `n` kinematic bicycles on a 10 m lattice (they never touch), each with its own controls;
+// or, `driven`, `n` cars that a route follower drives round a 10 km ring, 10 m apart.
+std::shared_ptr<session::Session> MakeSession(std::uint32_t n, bool driven = false) {
+  session::SessionConfig config = Config(n);
+  constexpr double kRadius_m = 1600.0;
+  if (driven) {
+    sim::Route ring{.closed = true, .lane_width_m = 4.0};
+    for (int i = 0; i < 400; ++i) {
+      const double angle = 2 * M_PI * i / 400;
+      ring.points.push_back({kRadius_m * std::cos(angle), kRadius_m * std::sin(angle)});
+    }
+    config.world.routes.push_back(ring);
+    config.route_names = {"ring"};
+  }
+  auto session = std::make_shared<session::Session>("s-bench", config,
+                                                    *session::BuildWorld(config), 100000, nullptr);
+  session->Start();
+  if (driven) {
+    std::vector<sim::VehicleSpec> specs;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      v1::VehicleSpec proto;
+      proto.set_name(absl::StrCat("car-", i));
+      const double angle = 2 * M_PI * i / n;
+      proto.mutable_initial_pose()->set_x_m(kRadius_m * std::cos(angle));
+      proto.mutable_initial_pose()->set_y_m(kRadius_m * std::sin(angle));
+      proto.mutable_initial_pose()->set_yaw_rad(angle + M_PI / 2);
+      proto.set_initial_speed_mps(10.0);
+      proto.mutable_kinematic_bicycle();
+      proto.mutable_driver()->mutable_route_follower()->set_track("ring");
+      specs.push_back(*api::VehicleSpecFromProto(proto, config.route_names));
+    }
+    (void)session->SpawnVehicles(specs).value();
+    return session;
+  }
+  std::vector<sim::VehicleSpec> specs(n);
+  std::vector<sim::VehicleInput> inputs(n);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    specs[i].name = absl::StrCat("car-", i);
+    specs[i].initial_pose = {.x_m = 10.0 * (i % 100), .y_m = 10.0 * (i / 100)};
+    specs[i].initial_speed_mps = 5.0 + (i % 20);
+    inputs[i] = {.id = i + 1, .acceleration_mps2 = 0.1 * ((i % 7) - 3.0),
+                 .steering_angle_rad = 0.02 * ((i % 11) - 5.0)};
+  }
+  (void)session->SpawnVehicles(specs).value();
+  (void)session->SetControls(inputs).ok();
+  return session;
+}
+
+std::unique_ptr<record::RecordingEncoder> EncoderFor(
+    const std::shared_ptr<session::Session>& session) {
+  auto channels = std::make_shared<web::RecordedChannels>(session);
+  return std::make_unique<api::ProtoRecordingEncoder>(
+      [channels](const session::Delivery& delivery, std::uint64_t time_ns,
+                 record::RecordingOutput& out) { channels->Write(delivery, time_ns, out); });
+}
+
+std::string TempFile(const std::string& name) {
+  const char* dir = std::getenv("TMPDIR");
+  const std::filesystem::path path =
+      std::filesystem::path(dir != nullptr ? dir : "/tmp") / ("pitlane-record-bench-" + name);
+  std::filesystem::remove(path);
+  return path.string();
+}
+
+void BM_SessionTick(benchmark::State& state) {
+  const bool recording = state.range(0) != 0;
+  auto session = MakeSession(1000, /*driven=*/state.range(1) != 0);
+  session::FakeClock clock;
+  std::unique_ptr<record::Recorder> recorder;
+  const std::string path = TempFile("tick.mcap");
+  if (recording) {
+    recorder = *record::Recorder::Start(session,
+                                        {.recording_id = "r-bench",
+                                         .session_id = session->id(),
+                                         .config = session->config(),
+                                         .telemetry_every_n_ticks = 5,
+                                         .time_origin_ns = 0},
+                                        {.path = path}, EncoderFor(session), &clock);
+  }
+  // One telemetry frame's worth of ticks per iteration; then, untimed, the writer catches up
+  // (as it does between the frames of a session paced at 50 Hz, where it has 100 ms for
+  // each): what is timed is the session's own thread.
+  constexpr std::uint32_t kTicks = 5;
+  std::uint64_t stepped = 0;
+  for (auto _ : state) {
+    if (!session->Step(kTicks, std::nullopt).ok()) state.SkipWithError("Step failed");
+    stepped += kTicks;
+    // Both ways the thread pauses as a paced session's would (100 ms of a 50 Hz session's
+    // time here is 10 ms), so that both find their caches as cold.
+    state.PauseTiming();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    while (recorder != nullptr && recorder->progress().ticks < stepped) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    state.ResumeTiming();
+  }
+  if (recorder != nullptr) {
+    const record::RecordingProgress progress = recorder->Stop();
+    state.counters["frames_lost"] = static_cast<double>(progress.frames_lost);
+    state.counters["file_mib"] = static_cast<double>(progress.bytes) / (1 << 20);
+  }
+  std::filesystem::remove(path);
+  state.counters["per_tick"] = benchmark::Counter(
+      kTicks, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_SessionTick)->ArgNames({"recording", "driven"})->ArgsProduct({{0, 1}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// A sink that keeps nothing but the count.
+class CountingSink final : public record::ByteSink {
+ public:
+  absl::Status Write(absl::string_view bytes) override {
+    bytes_ += bytes.size();
+    return absl::OkStatus();
+  }
+  std::uint64_t bytes() const { return bytes_; }
+
+ private:
+  std::uint64_t bytes_ = 0;
+};
+
+// The writer's output onto an McapWriter, as the recorder's own.
+class McapOutput final : public record::RecordingOutput {
+ public:
+  explicit McapOutput(record::McapWriter& writer) : writer_(writer) {}
+  std::uint16_t Channel(const record::ChannelSpec& spec) override {
+    if (const auto it = channels_.find(spec.topic); it != channels_.end()) return it->second;
+    const std::uint16_t schema =
+        *writer_.AddSchema(spec.schema_name, spec.schema_encoding, spec.schema);
+    return channels_[spec.topic] =
+               *writer_.AddChannel(schema, spec.topic, spec.message_encoding, {});
+  }
+  void Write(std::uint16_t channel, std::uint64_t time_ns, absl::string_view data) override {
+    (void)writer_.Write(channel, time_ns, time_ns, data).ok();
+  }
+
+ private:
+  record::McapWriter& writer_;
+  std::map<std::string, std::uint16_t> channels_;
+};
+
+void BM_WriterFrame(benchmark::State& state) {
+  const auto n = static_cast<std::uint32_t>(state.range(0));
+  auto session = MakeSession(n);
+  CountingSink sink;
+  record::McapWriter writer(sink, {});
+  (void)writer.Start().ok();
+  McapOutput out(writer);
+  std::unique_ptr<record::RecordingEncoder> encoder = EncoderFor(session);
+  encoder->Begin({.recording_id = "r-bench", .session_id = session->id(),
+                  .config = session->config()},
+                 out);
+  // Frames that differ (the cars move): 50 of them, one simulated second at 50 Hz.
+  std::vector<std::shared_ptr<const session::Frame>> frames;
+  for (int i = 0; i < 50; ++i) {
+    (void)session->Step(1, std::nullopt).ok();
+    frames.push_back(session->CurrentFrame());
+  }
+  const std::uint64_t start_bytes = sink.bytes();
+  std::uint64_t time_ns = 0, written = 0;
+  for (auto _ : state) {
+    const session::Delivery delivery{.frame = frames[written % frames.size()]};
+    time_ns += 20'000'000;
+    encoder->Frame(delivery, time_ns, out);
+    ++written;
+  }
+  (void)writer.Finish().ok();
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * n);
+  state.counters["vehicle_states"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * n, benchmark::Counter::kIsRate);
+  state.counters["bytes_per_vehicle_state"] =
+      static_cast<double>(sink.bytes() - start_bytes) / (static_cast<double>(written) * n);
+}
+BENCHMARK(BM_WriterFrame)->Arg(10)->Arg(1000)->Unit(benchmark::kMicrosecond);
+
+// The two parts of BM_SessionTick's difference made on the stepping thread: the state hash
+// the recorder takes of every tick, and the frame its subscriber is offered at the telemetry
+// rate (shared with any live subscriber of the same tick).
+void BM_StateHash(benchmark::State& state) {
+  auto session = MakeSession(static_cast<std::uint32_t>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(session->StateHash());
+}
+BENCHMARK(BM_StateHash)->Arg(1000);
+
+void BM_Frame(benchmark::State& state) {
+  auto session = MakeSession(static_cast<std::uint32_t>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(session->CurrentFrame());
+}
+BENCHMARK(BM_Frame)->Arg(1000);
+
+}  // namespace
+}  // namespace pitlane
+
+BENCHMARK_MAIN();

@@ -1,0 +1,105 @@
+#!/usr/bin/python3
+"""What recordings weigh on disk, and how fast a reader seeks in a big one.
+
+    /usr/bin/python3 bench/record_bench.py [--server build/bin/pitlane-server] [--big-gib 1]
+
+Starts a server with --record_dir in a temporary directory; records the `demo` and `highway`
+scenarios for 60 s of simulated time each (LOCKSTEP, Steps of 50 ticks, the default options:
+telemetry at 10 Hz) and prints the file's size per vehicle-tick and per vehicle-frame. With
+--big-gib, then records a 1,000-car session until its file reaches that size, and times
+Foxglove's reader (@mcap/core, tests/web/mcap_decode.mjs) opening it through its summary and
+reading the first message from the middle of its time span.
+"""
+
+import argparse
+import json
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "client" / "python"))
+
+import pitlane  # noqa: E402
+
+
+def start_server(binary, record_dir):
+    proc = subprocess.Popen(
+        [binary, "--listen=127.0.0.1:0", "--http_listen=", f"--record_dir={record_dir}",
+         "--max_recording_mib=4096", "--record_quota_mib=8192", "--max_recording_s=1000000"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in proc.stdout:
+        match = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+        if match:
+            return proc, f"127.0.0.1:{match.group(1)}"
+    raise RuntimeError("the server did not start")
+
+
+def record_scenario(client, scenario, seconds=60):
+    sid = client.create_session(scenario=scenario, clock_mode="lockstep").session_id
+    recording = client.start_recording(sid)
+    vehicles = client.get_session(sid).vehicle_count
+    ticks = int(seconds * 50)
+    for _ in range(ticks // 50):
+        client.step(sid, 50)
+    done = client.stop_recording(recording.recording_id)
+    frames = ticks // 5 + 1
+    print(f"{scenario}: {vehicles} vehicles, {seconds} s: {done.bytes / 1e6:.2f} MB, "
+          f"{done.bytes / (vehicles * ticks):.1f} bytes per vehicle-tick, "
+          f"{done.bytes / (vehicles * frames):.1f} per vehicle-frame (10 Hz), "
+          f"frames lost {done.frames_lost}")
+    client.delete_session(sid)
+
+
+def big_recording(client, record_dir, gib):
+    sid = client.create_session(name="big", clock_mode="lockstep", max_vehicles=1000).session_id
+    client.spawn_vehicles(sid, [pitlane.vehicle_spec(x_m=10.0 * (i % 100), y_m=10.0 * (i // 100),
+                                                     speed_mps=5.0 + i % 20)
+                                for i in range(1000)])
+    recording = client.start_recording(sid, telemetry_rate_hz=50.0, max_bytes=int(gib * (1 << 30)))
+    started = time.monotonic()
+    while True:
+        client.step(sid, 50)
+        info = {r.recording_id: r for r in client.list_recordings()}[recording.recording_id]
+        if info.state != pitlane.pb.RECORDING_STATE_RECORDING:
+            break
+    took = time.monotonic() - started
+    path = pathlib.Path(record_dir) / f"{recording.recording_id}.mcap"
+    print(f"big: {info.bytes / (1 << 30):.2f} GiB, {info.ticks} ticks in {took:.0f} s "
+          f"({info.end_reason}), frames lost {info.frames_lost}")
+    header = json.loads(subprocess.run(
+        ["node", str(ROOT / "tests" / "web" / "mcap_decode.mjs"), str(path), "--keep=/pitlane/session",
+         "--topic=/pitlane/session"],
+        capture_output=True, text=True, check=True).stdout)
+    session = header["topics"]["/pitlane/session"]["messages"][0]["value"]
+    middle = int(session["time_origin_unix_ns"]) + info.ticks * 20_000_000 // 2
+    seek = json.loads(subprocess.run(
+        ["node", str(ROOT / "tests" / "web" / "mcap_decode.mjs"), str(path), f"--seek={middle}"],
+        capture_output=True, text=True, check=True).stdout)
+    print(f"big: opened through its summary in {seek['initialize_ms']:.0f} ms; first message "
+          f"from the middle in {seek['seek_ms']:.1f} ms")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--server", default=str(ROOT / "build" / "bin" / "pitlane-server"))
+    parser.add_argument("--big-gib", type=float, default=0.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as record_dir:
+        proc, address = start_server(args.server, record_dir)
+        try:
+            client = pitlane.Client(address, timeout_s=600)
+            for scenario in ("demo", "highway"):
+                record_scenario(client, scenario)
+            if args.big_gib > 0:
+                big_recording(client, record_dir, args.big_gib)
+        finally:
+            proc.terminate()
+            proc.wait()
+
+
+if __name__ == "__main__":
+    main()

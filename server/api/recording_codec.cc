@@ -1,0 +1,249 @@
+#include "server/api/recording_codec.h"
+
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "server/api/convert.h"
+#include "server/api/frame_encoder.h"
+
+#ifndef PITLANE_VERSION
+#define PITLANE_VERSION "unknown"
+#endif
+
+namespace pitlane::api {
+
+void CommandToProto(std::uint64_t run, std::uint64_t tick, const session::Command& command,
+                    absl::Span<const std::string> route_names, v1::RecordedCommand* out) {
+  out->Clear();
+  out->set_run(run);
+  out->set_tick(tick);
+  std::visit(
+      [&](const auto& c) {
+        using T = std::decay_t<decltype(c)>;
+        if constexpr (std::is_same_v<T, session::SpawnVehiclesCommand>) {
+          v1::RecordedCommand::SpawnVehicles* spawn = out->mutable_spawn();
+          for (const sim::VehicleSpec& spec : c.specs) {
+            VehicleSpecToProto(spec, route_names, spawn->add_vehicles());
+          }
+        } else if constexpr (std::is_same_v<T, session::RemoveVehicleCommand>) {
+          out->set_remove_vehicle(c.vehicle_id);
+        } else if constexpr (std::is_same_v<T, session::AddObstaclesCommand>) {
+          v1::RecordedCommand::AddObstacles* add = out->mutable_add_obstacles();
+          for (const sim::ObstacleSpec& spec : c.specs) ObstacleSpecToProto(spec, add->add_obstacles());
+        } else if constexpr (std::is_same_v<T, session::RemoveObstacleCommand>) {
+          out->set_remove_obstacle(c.obstacle_id);
+        } else if constexpr (std::is_same_v<T, session::SetControlsCommand>) {
+          v1::RecordedCommand::SetControls* controls = out->mutable_set_controls();
+          for (const sim::VehicleInput& input : c.inputs) {
+            VehicleInputToProto(input, controls->add_controls());
+          }
+        } else if constexpr (std::is_same_v<T, session::AttachControllerCommand>) {
+          out->set_attach_controller(c.vehicle_id);
+        } else if constexpr (std::is_same_v<T, session::DetachControllerCommand>) {
+          v1::RecordedCommand::DetachedController* detach = out->mutable_detach_controller();
+          detach->set_vehicle_id(c.vehicle_id);
+          detach->set_on_disconnect(c.on_disconnect == session::DisconnectAction::kHoldControls
+                                        ? v1::DISCONNECT_ACTION_HOLD_CONTROLS
+                                        : v1::DISCONNECT_ACTION_BRAKE_TO_STOP);
+        } else if constexpr (std::is_same_v<T, session::SetClockCommand>) {
+          v1::RecordedCommand::ClockChange* clock = out->mutable_set_clock();
+          const session::ClockUpdate& update = c.update;
+          if (update.mode.has_value()) clock->set_clock_mode(ClockModeToProto(*update.mode));
+          if (update.real_time_factor.has_value()) {
+            clock->set_real_time_factor(*update.real_time_factor);
+          }
+          if (update.paused.has_value()) clock->set_paused(*update.paused);
+          if (update.barrier_timeout_s.has_value()) {
+            clock->set_barrier_timeout_s(*update.barrier_timeout_s);
+          }
+        } else if constexpr (std::is_same_v<T, session::ResetCommand>) {
+          out->mutable_reset();
+        } else if constexpr (std::is_same_v<T, session::StepCommand>) {
+          out->set_step(c.ticks);
+        }
+      },
+      command);
+}
+
+absl::StatusOr<session::RecordedCommand> CommandFromProto(
+    const v1::RecordedCommand& recorded, absl::Span<const std::string> route_names) {
+  session::RecordedCommand out{.tick = recorded.tick()};
+  switch (recorded.command_case()) {
+    case v1::RecordedCommand::kSpawn: {
+      absl::StatusOr<std::vector<sim::VehicleSpec>> specs =
+          VehicleSpecsFromProto(recorded.spawn().vehicles(), route_names);
+      if (!specs.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("spawn.", specs.status().message()));
+      }
+      out.command = session::SpawnVehiclesCommand{.specs = *std::move(specs)};
+      break;
+    }
+    case v1::RecordedCommand::kRemoveVehicle:
+      out.command = session::RemoveVehicleCommand{.vehicle_id = recorded.remove_vehicle()};
+      break;
+    case v1::RecordedCommand::kAddObstacles: {
+      session::AddObstaclesCommand add;
+      for (const v1::ObstacleSpec& spec : recorded.add_obstacles().obstacles()) {
+        add.specs.push_back(ObstacleSpecFromProto(spec));
+      }
+      out.command = std::move(add);
+      break;
+    }
+    case v1::RecordedCommand::kRemoveObstacle:
+      out.command = session::RemoveObstacleCommand{.obstacle_id = recorded.remove_obstacle()};
+      break;
+    case v1::RecordedCommand::kSetControls: {
+      session::SetControlsCommand controls;
+      for (const v1::VehicleControl& control : recorded.set_controls().controls()) {
+        controls.inputs.push_back(VehicleInputFromProto(control));
+      }
+      out.command = std::move(controls);
+      break;
+    }
+    case v1::RecordedCommand::kAttachController:
+      out.command = session::AttachControllerCommand{.vehicle_id = recorded.attach_controller()};
+      break;
+    case v1::RecordedCommand::kDetachController: {
+      const v1::RecordedCommand::DetachedController& detach = recorded.detach_controller();
+      session::DisconnectAction action;
+      switch (detach.on_disconnect()) {
+        case v1::DISCONNECT_ACTION_UNSPECIFIED:
+        case v1::DISCONNECT_ACTION_BRAKE_TO_STOP:
+          action = session::DisconnectAction::kBrakeToStop;
+          break;
+        case v1::DISCONNECT_ACTION_HOLD_CONTROLS:
+          action = session::DisconnectAction::kHoldControls;
+          break;
+        default:
+          return absl::InvalidArgumentError(
+              absl::StrCat("detach_controller.on_disconnect: no such value ",
+                           static_cast<int>(detach.on_disconnect())));
+      }
+      out.command = session::DetachControllerCommand{.vehicle_id = detach.vehicle_id(),
+                                                     .on_disconnect = action};
+      break;
+    }
+    case v1::RecordedCommand::kSetClock: {
+      const v1::RecordedCommand::ClockChange& clock = recorded.set_clock();
+      session::ClockUpdate update;
+      if (clock.has_clock_mode()) {
+        absl::StatusOr<session::ClockMode> mode = ClockModeFromProto(clock.clock_mode());
+        if (!mode.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat("set_clock.", mode.status().message()));
+        }
+        update.mode = *mode;
+      }
+      if (clock.has_real_time_factor()) update.real_time_factor = clock.real_time_factor();
+      if (clock.has_paused()) update.paused = clock.paused();
+      if (clock.has_barrier_timeout_s()) update.barrier_timeout_s = clock.barrier_timeout_s();
+      out.command = session::SetClockCommand{.update = update};
+      break;
+    }
+    case v1::RecordedCommand::kReset:
+      out.command = session::ResetCommand{};
+      break;
+    case v1::RecordedCommand::kStep:
+      out.command = session::StepCommand{.ticks = recorded.step()};
+      break;
+    case v1::RecordedCommand::COMMAND_NOT_SET:
+      return absl::InvalidArgumentError("command: none set");
+  }
+  return out;
+}
+
+ProtoRecordingEncoder::ProtoRecordingEncoder(FrameWriter telemetry)
+    : telemetry_(std::move(telemetry)), descriptor_set_(WorldStateDescriptorSet()) {}
+
+std::uint16_t ProtoRecordingEncoder::Channel(record::RecordingOutput& out,
+                                             const std::string& topic,
+                                             const std::string& message) {
+  return out.Channel({.topic = topic,
+                      .message_encoding = "protobuf",
+                      .schema_name = message,
+                      .schema_encoding = "protobuf",
+                      .schema = descriptor_set_});
+}
+
+void ProtoRecordingEncoder::Write(record::RecordingOutput& out, std::uint16_t channel,
+                                  std::uint64_t time_ns, const google::protobuf::Message& message) {
+  scratch_.clear();
+  message.SerializeToString(&scratch_);
+  out.Write(channel, time_ns, scratch_);
+}
+
+void ProtoRecordingEncoder::Begin(const record::RecordingStart& start,
+                                  record::RecordingOutput& out) {
+  route_names_ = start.config.route_names;
+  v1::RecordingHeader header;
+  header.set_recording_id(start.recording_id);
+  header.set_session_id(start.session_id);
+  SessionConfigToProto(start.config, header.mutable_config(), /*with_contents=*/true);
+  header.set_start_tick(start.start.tick);
+  header.set_start_run(start.start.run);
+  header.set_start_state_hash(start.start.state_hash);
+  header.set_replayable_from_start(start.start.pristine);
+  header.set_telemetry_every_n_ticks(start.telemetry_every_n_ticks);
+  header.set_time_origin_unix_ns(start.time_origin_ns);
+  header.set_server_version(PITLANE_VERSION);
+  header.set_max_contacts_per_tick(start.config.world.max_contacts);
+  header.set_first_vehicle_id(start.start.first_ids.next_vehicle_id);
+  header.set_first_obstacle_id(start.start.first_ids.next_obstacle_id);
+  Write(out, Channel(out, kRecordingSessionTopic, "pitlane.v1.RecordingHeader"),
+        start.time_origin_ns, header);
+  commands_ = Channel(out, kRecordingCommandsTopic, "pitlane.v1.RecordedCommand");
+  hashes_ = Channel(out, kRecordingStateHashTopic, "pitlane.v1.TickHash");
+  world_state_ = Channel(out, absl::StrCat("/", start.session_id, "/world_state"),
+                         "pitlane.v1.WorldState");
+}
+
+void ProtoRecordingEncoder::Command(std::uint64_t run, std::uint64_t tick,
+                                    const session::Command& command, std::uint64_t time_ns,
+                                    record::RecordingOutput& out) {
+  CommandToProto(run, tick, command, route_names_, &command_);
+  Write(out, commands_, time_ns, command_);
+}
+
+void ProtoRecordingEncoder::Hash(std::uint64_t run, std::uint64_t tick, std::uint64_t state_hash,
+                                 std::uint64_t time_ns, record::RecordingOutput& out) {
+  v1::TickHash hash;
+  hash.set_run(run);
+  hash.set_tick(tick);
+  hash.set_state_hash(state_hash);
+  Write(out, hashes_, time_ns, hash);
+}
+
+void ProtoRecordingEncoder::Frame(const session::Delivery& delivery, std::uint64_t time_ns,
+                                  record::RecordingOutput& out) {
+  world_state_message_.Clear();  // Keeps its vehicles' messages for the next frame.
+  FrameToProto(*delivery.frame, &world_state_message_);
+  Write(out, world_state_, time_ns, world_state_message_);
+  if (telemetry_) telemetry_(delivery, time_ns, out);
+}
+
+void ProtoRecordingEncoder::Gap(const record::RecordingGap& gap, std::uint64_t time_ns,
+                                record::RecordingOutput& out) {
+  v1::RecordingGap message;
+  message.set_kind(gap.kind == record::RecordingGap::Kind::kFrames
+                       ? v1::RecordingGap::KIND_FRAMES
+                       : v1::RecordingGap::KIND_COMMANDS);
+  message.set_count(gap.count);
+  message.set_first_run(gap.first_run);
+  message.set_first_tick(gap.first_tick);
+  message.set_run(gap.last_run);
+  message.set_last_tick(gap.last_tick);
+  Write(out, Channel(out, kRecordingGapsTopic, "pitlane.v1.RecordingGap"), time_ns, message);
+}
+
+void ProtoRecordingEncoder::End(const record::RecordingProgress& progress, std::uint64_t time_ns,
+                                record::RecordingOutput& out) {
+  v1::RecordingEnd message;
+  message.set_reason(progress.end_reason);
+  message.set_ticks(progress.ticks);
+  message.set_frames_lost(progress.frames_lost);
+  message.set_commands_lost(progress.commands_lost);
+  Write(out, Channel(out, kRecordingEndTopic, "pitlane.v1.RecordingEnd"), time_ns, message);
+}
+
+}  // namespace pitlane::api

@@ -1,0 +1,74 @@
+// A recording's own channels in protobuf (pitlane.v1.RecordingHeader, RecordedCommand,
+// TickHash, RecordingGap, RecordingEnd; docs/recording.md), the session's world_state channel
+// as the live endpoint sends it, and the commands read back for a replay.
+#ifndef PITLANE_SERVER_API_RECORDING_CODEC_H_
+#define PITLANE_SERVER_API_RECORDING_CODEC_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "pitlane/v1/simulator.pb.h"
+#include "server/record/recorder.h"
+#include "server/session/command.h"
+#include "server/session/replay.h"
+
+namespace pitlane::api {
+
+namespace v1 = ::pitlane::v1;
+
+inline constexpr char kRecordingSessionTopic[] = "/pitlane/session";
+inline constexpr char kRecordingCommandsTopic[] = "/pitlane/commands";
+inline constexpr char kRecordingStateHashTopic[] = "/pitlane/state_hash";
+inline constexpr char kRecordingGapsTopic[] = "/pitlane/gaps";
+inline constexpr char kRecordingEndTopic[] = "/pitlane/end";
+
+// `route_names`: the session's tracks, by index (a spawned vehicle's driver names its track).
+void CommandToProto(std::uint64_t run, std::uint64_t tick, const session::Command& command,
+                    absl::Span<const std::string> route_names, v1::RecordedCommand* out);
+// InvalidArgument naming the field ("spawn.vehicles[0].length_m", "command: none set").
+absl::StatusOr<session::RecordedCommand> CommandFromProto(
+    const v1::RecordedCommand& recorded, absl::Span<const std::string> route_names);
+
+// Writes pitlane.v1 messages on a recording's own channels and each frame's WorldState on
+// /<session id>/world_state; `telemetry` (may be null) adds more channels for each frame (the
+// web endpoint's Foxglove channels).
+class ProtoRecordingEncoder final : public record::RecordingEncoder {
+ public:
+  using FrameWriter = std::function<void(const session::Delivery& delivery, std::uint64_t time_ns,
+                                         record::RecordingOutput& out)>;
+  explicit ProtoRecordingEncoder(FrameWriter telemetry = nullptr);
+
+  void Begin(const record::RecordingStart& start, record::RecordingOutput& out) override;
+  void Command(std::uint64_t run, std::uint64_t tick, const session::Command& command,
+               std::uint64_t time_ns, record::RecordingOutput& out) override;
+  void Hash(std::uint64_t run, std::uint64_t tick, std::uint64_t state_hash,
+            std::uint64_t time_ns, record::RecordingOutput& out) override;
+  void Frame(const session::Delivery& delivery, std::uint64_t time_ns,
+             record::RecordingOutput& out) override;
+  void Gap(const record::RecordingGap& gap, std::uint64_t time_ns,
+           record::RecordingOutput& out) override;
+  void End(const record::RecordingProgress& progress, std::uint64_t time_ns,
+           record::RecordingOutput& out) override;
+
+ private:
+  std::uint16_t Channel(record::RecordingOutput& out, const std::string& topic,
+                        const std::string& message);
+  void Write(record::RecordingOutput& out, std::uint16_t channel, std::uint64_t time_ns,
+             const google::protobuf::Message& message);
+
+  const FrameWriter telemetry_;
+  const std::string descriptor_set_;
+  std::vector<std::string> route_names_;
+  std::uint16_t commands_ = 0, hashes_ = 0, world_state_ = 0;
+  std::string scratch_;
+  v1::RecordedCommand command_;
+  v1::WorldState world_state_message_;
+};
+
+}  // namespace pitlane::api
+
+#endif  // PITLANE_SERVER_API_RECORDING_CODEC_H_

@@ -1,0 +1,287 @@
+#include "server/record/mcap_reader.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "server/record/crc32.h"
+#include "server/record/mcap_format.h"
+#include "zstd.h"
+
+namespace pitlane::record {
+namespace {
+
+using mcap::kMagic;
+using mcap::Opcode;
+using enum mcap::Opcode;
+
+// Little-endian fields of a record's body, each read checked against what is left.
+class Fields {
+ public:
+  explicit Fields(absl::string_view bytes) : bytes_(bytes) {}
+
+  template <typename T>
+  bool Read(T& value) {
+    if (bytes_.size() < sizeof(T)) return false;
+    std::uint64_t out = 0;
+    for (std::size_t i = 0; i < sizeof(T); ++i) {
+      out |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes_[i])) << (8 * i);
+    }
+    value = static_cast<T>(out);
+    bytes_.remove_prefix(sizeof(T));
+    return true;
+  }
+  // A u32-length-prefixed string (or byte array).
+  bool ReadString(std::string& value) {
+    absl::string_view view;
+    if (!ReadView32(view)) return false;
+    value.assign(view.data(), view.size());
+    return true;
+  }
+  bool ReadView32(absl::string_view& view) {
+    std::uint32_t size = 0;
+    if (!Read(size) || bytes_.size() < size) return false;
+    view = bytes_.substr(0, size);
+    bytes_.remove_prefix(size);
+    return true;
+  }
+  bool ReadView64(absl::string_view& view) {
+    std::uint64_t size = 0;
+    if (!Read(size) || bytes_.size() < size) return false;
+    view = bytes_.substr(0, static_cast<std::size_t>(size));
+    bytes_.remove_prefix(static_cast<std::size_t>(size));
+    return true;
+  }
+  absl::string_view rest() const { return bytes_; }
+
+ private:
+  absl::string_view bytes_;
+};
+
+class Reader {
+ public:
+  Reader(const McapMessageCallback& on_message, const McapReadOptions& options)
+      : on_message_(on_message), options_(options) {}
+
+  absl::StatusOr<McapReadSummary> Read(absl::string_view file) {
+    if (file.size() < kMagic.size() || file.substr(0, kMagic.size()) != kMagic) {
+      return absl::InvalidArgumentError("not an MCAP file: it does not begin with MCAP's magic");
+    }
+    McapReadSummary summary;
+    std::size_t offset = kMagic.size();
+    bool header_seen = false;
+    while (true) {
+      if (file.size() - offset < 9) {  // An opcode and a length.
+        summary.truncated = true;
+        break;
+      }
+      const auto opcode = static_cast<std::uint8_t>(file[offset]);
+      std::uint64_t length = 0;
+      Fields(file.substr(offset + 1, 8)).Read(length);
+      if (length > file.size() - offset - 9) {
+        summary.truncated = true;  // A record cut short: the file ends here.
+        break;
+      }
+      const absl::string_view body = file.substr(offset + 9, static_cast<std::size_t>(length));
+      if (!header_seen && opcode != kHeader) {
+        return absl::InvalidArgumentError("the file's first record is not its header");
+      }
+      header_seen = true;
+      if (opcode == kDataEnd || opcode == kFooter) break;  // The summary follows: not needed.
+      if (absl::Status status = Record(opcode, body, offset, /*in_chunk=*/false); !status.ok()) {
+        return status;
+      }
+      offset += 9 + static_cast<std::size_t>(length);
+    }
+    summary.messages = messages_;
+    return summary;
+  }
+
+ private:
+  absl::Status Corrupt(absl::string_view what, std::size_t offset, absl::string_view why) const {
+    return absl::InvalidArgumentError(absl::StrCat(what, " at byte ", offset, ": ", why));
+  }
+
+  absl::Status Record(std::uint8_t opcode, absl::string_view body, std::size_t offset,
+                      bool in_chunk) {
+    Fields fields(body);
+    switch (opcode) {
+      case kSchema: {
+        McapSchema schema;
+        if (!fields.Read(schema.id) || !fields.ReadString(schema.name) ||
+            !fields.ReadString(schema.encoding) || !fields.ReadString(schema.data)) {
+          return Corrupt("schema", offset, "its fields run past its end");
+        }
+        if (schema.id == 0) return Corrupt("schema", offset, "id 0 is reserved");
+        schemas_[schema.id] = std::move(schema);
+        return absl::OkStatus();
+      }
+      case kChannel: {
+        McapChannel channel;
+        absl::string_view metadata;
+        if (!fields.Read(channel.id) || !fields.Read(channel.schema_id) ||
+            !fields.ReadString(channel.topic) || !fields.ReadString(channel.message_encoding) ||
+            !fields.ReadView32(metadata)) {
+          return Corrupt("channel", offset, "its fields run past its end");
+        }
+        Fields entries(metadata);
+        while (!entries.rest().empty()) {
+          std::string key, value;
+          if (!entries.ReadString(key) || !entries.ReadString(value)) {
+            return Corrupt("channel", offset, "its metadata runs past its end");
+          }
+          channel.metadata[std::move(key)] = std::move(value);
+        }
+        if (channel.schema_id != 0 && !schemas_.contains(channel.schema_id)) {
+          return Corrupt("channel", offset,
+                         absl::StrCat("schema ", channel.schema_id, " is not defined before it"));
+        }
+        channels_[channel.id] = std::move(channel);
+        return absl::OkStatus();
+      }
+      case kMessage: {
+        McapMessage message;
+        if (!fields.Read(message.channel_id) || !fields.Read(message.sequence) ||
+            !fields.Read(message.log_time) || !fields.Read(message.publish_time)) {
+          return Corrupt("message", offset, "its fields run past its end");
+        }
+        message.data = fields.rest();
+        const auto channel = channels_.find(message.channel_id);
+        if (channel == channels_.end()) {
+          return Corrupt("message", offset,
+                         absl::StrCat("channel ", message.channel_id, " is not defined before it"));
+        }
+        const auto schema = schemas_.find(channel->second.schema_id);
+        ++messages_;
+        return on_message_(channel->second, schema != schemas_.end() ? &schema->second : nullptr,
+                           message);
+      }
+      case kChunk: {
+        if (in_chunk) return Corrupt("chunk", offset, "a chunk inside a chunk");
+        return Chunk(fields, offset);
+      }
+      case kHeader:
+      default:
+        return absl::OkStatus();  // Indexes, statistics, attachments, metadata: not needed.
+    }
+  }
+
+  absl::Status Chunk(Fields& fields, std::size_t offset) {
+    std::uint64_t start_time = 0, end_time = 0, uncompressed_size = 0;
+    std::uint32_t uncompressed_crc = 0;
+    std::string compression;
+    absl::string_view records;
+    if (!fields.Read(start_time) || !fields.Read(end_time) || !fields.Read(uncompressed_size) ||
+        !fields.Read(uncompressed_crc) || !fields.ReadString(compression) ||
+        !fields.ReadView64(records)) {
+      return Corrupt("chunk", offset, "its fields run past its end");
+    }
+    if (uncompressed_size > options_.max_chunk_bytes) {
+      return Corrupt("chunk", offset,
+                     absl::StrCat("it declares ", uncompressed_size,
+                                  " uncompressed bytes, more than this reader takes (",
+                                  options_.max_chunk_bytes, ")"));
+    }
+    absl::string_view plain;
+    if (compression.empty()) {
+      if (records.size() != uncompressed_size) {
+        return Corrupt("chunk", offset, "its size is not the size it declares");
+      }
+      plain = records;
+    } else if (compression == "zstd") {
+      buffer_.resize(static_cast<std::size_t>(uncompressed_size));
+      const std::size_t size =
+          ZSTD_decompress(buffer_.data(), buffer_.size(), records.data(), records.size());
+      if (ZSTD_isError(size) != 0 || size != uncompressed_size) {
+        return Corrupt("chunk", offset,
+                       ZSTD_isError(size) != 0
+                           ? absl::StrCat("zstd: ", ZSTD_getErrorName(size))
+                           : absl::string_view("it does not decompress to the size it declares"));
+      }
+      plain = buffer_;
+    } else {
+      return Corrupt("chunk", offset,
+                     absl::StrCat("compression \"", compression.substr(0, 16),
+                                  "\" is not one this reader knows (zstd or none)"));
+    }
+    if (uncompressed_crc != 0 && Crc32(plain) != uncompressed_crc) {
+      return Corrupt("chunk", offset, "its CRC does not match its records");
+    }
+    // The chunk's records, errors named by the chunk's offset. (buffer_ is reused only by
+    // the next chunk, and chunks do not nest.)
+    absl::string_view rest = plain;
+    while (!rest.empty()) {
+      if (rest.size() < 9) return Corrupt("chunk", offset, "a record inside it is cut short");
+      const auto opcode = static_cast<std::uint8_t>(rest[0]);
+      std::uint64_t length = 0;
+      Fields(rest.substr(1, 8)).Read(length);
+      if (length > rest.size() - 9) {
+        return Corrupt("chunk", offset, "a record inside it runs past its end");
+      }
+      if (absl::Status status = Record(opcode, rest.substr(9, static_cast<std::size_t>(length)),
+                                       offset, /*in_chunk=*/true);
+          !status.ok()) {
+        return status;
+      }
+      rest.remove_prefix(9 + static_cast<std::size_t>(length));
+    }
+    return absl::OkStatus();
+  }
+
+  const McapMessageCallback& on_message_;
+  const McapReadOptions& options_;
+  absl::flat_hash_map<std::uint16_t, McapSchema> schemas_;
+  absl::flat_hash_map<std::uint16_t, McapChannel> channels_;
+  std::string buffer_;
+  std::uint64_t messages_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<McapReadSummary> ReadMcap(absl::string_view bytes,
+                                         const McapMessageCallback& on_message,
+                                         const McapReadOptions& options) {
+  return Reader(on_message, options).Read(bytes);
+}
+
+absl::StatusOr<McapReadSummary> ReadMcapFile(const std::string& path,
+                                             const McapMessageCallback& on_message,
+                                             const McapReadOptions& options) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    const std::string why = absl::StrCat(path, ": ", std::strerror(error));
+    if (error == ENOENT) return absl::NotFoundError(why);
+    if (error == EACCES) return absl::PermissionDeniedError(why);
+    return absl::InternalError(why);
+  }
+  struct stat info {};
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+  }
+  const auto size = static_cast<std::size_t>(info.st_size);
+  if (size == 0) {
+    close(fd);
+    return ReadMcap("", on_message, options);
+  }
+  // Mapped, not read: a recording may be gigabytes; the pages come and go as it is read.
+  void* mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (mapped == MAP_FAILED) return absl::InternalError(absl::StrCat(path, ": cannot map it"));
+  absl::StatusOr<McapReadSummary> read =
+      ReadMcap(absl::string_view(static_cast<const char*>(mapped), size), on_message, options);
+  munmap(mapped, size);
+  return read;
+}
+
+}  // namespace pitlane::record

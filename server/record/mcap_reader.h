@@ -1,0 +1,75 @@
+// A streaming MCAP reader (https://mcap.dev/spec, major version 0), written from the public
+// specification: reads a file's records in order, through its chunks (zstd or uncompressed,
+// their CRCs checked), and hands each message to the caller with its channel. It needs no
+// summary, so it reads a file cut short (a killed server's) up to its last whole record.
+//
+// The file is untrusted input: every length is checked against what is left, a chunk may
+// not declare more than max_chunk_bytes uncompressed, and errors name the record and its
+// offset ("chunk at byte 4096: its CRC does not match"), never crash.
+#ifndef PITLANE_SERVER_RECORD_MCAP_READER_H_
+#define PITLANE_SERVER_RECORD_MCAP_READER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace pitlane::record {
+
+struct McapSchema {
+  std::uint16_t id = 0;
+  std::string name, encoding, data;
+};
+
+struct McapChannel {
+  std::uint16_t id = 0;
+  std::uint16_t schema_id = 0;
+  std::string topic, message_encoding;
+  std::map<std::string, std::string> metadata;
+};
+
+struct McapMessage {
+  std::uint16_t channel_id = 0;
+  std::uint32_t sequence = 0;
+  std::uint64_t log_time = 0;
+  std::uint64_t publish_time = 0;
+  absl::string_view data;  // Valid during the callback only.
+};
+
+struct McapReadOptions {
+  // A chunk that declares more uncompressed bytes is refused.
+  std::uint64_t max_chunk_bytes = std::uint64_t{256} << 20;
+};
+
+// How a read ended.
+struct McapReadSummary {
+  std::uint64_t messages = 0;
+  // The file ended before its footer (cut short): everything up to the last whole record was
+  // read.
+  bool truncated = false;
+};
+
+// Called for each message in file order, with its channel (and the channel's schema, null for
+// a schemaless one). A non-OK status stops the read and is returned.
+using McapMessageCallback = std::function<absl::Status(
+    const McapChannel& channel, const McapSchema* schema, const McapMessage& message)>;
+
+// Reads `bytes`, a whole MCAP file. InvalidArgument naming the record and its byte offset for
+// a file that is not MCAP or is corrupt (a bad CRC, a length beyond the file, a message on an
+// unknown channel).
+absl::StatusOr<McapReadSummary> ReadMcap(absl::string_view bytes,
+                                         const McapMessageCallback& on_message,
+                                         const McapReadOptions& options = {});
+
+// The file at `path` (read whole), as ReadMcap. NotFound, PermissionDenied, ... naming it.
+absl::StatusOr<McapReadSummary> ReadMcapFile(const std::string& path,
+                                             const McapMessageCallback& on_message,
+                                             const McapReadOptions& options = {});
+
+}  // namespace pitlane::record
+
+#endif  // PITLANE_SERVER_RECORD_MCAP_READER_H_

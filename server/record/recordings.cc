@@ -1,0 +1,253 @@
+#include "server/record/recordings.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/util/random_bytes.h"
+
+namespace pitlane::record {
+namespace {
+
+// Characters after "r-": 128 random bits at 5 bits a character.
+constexpr std::size_t kIdRandomBytes = 16;
+
+absl::StatusOr<std::string> NewRecordingId() {
+  std::array<std::uint8_t, kIdRandomBytes> bytes{};
+  if (absl::Status status = FillRandom(absl::MakeSpan(bytes)); !status.ok()) return status;
+  return absl::StrCat("r-", Base32Lowercase(bytes));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Recordings>> Recordings::Create(
+    RecordingLimits limits, EncoderFactory encoders, const session::Clock* clock,
+    std::function<std::uint64_t()> unix_now_ns) {
+  std::error_code error;
+  const std::filesystem::path dir(limits.dir);
+  if (!std::filesystem::is_directory(dir, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--record_dir: ", limits.dir, " is not a directory"));
+  }
+  if (access(limits.dir.c_str(), W_OK | X_OK) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("--record_dir: this process may not write in ", limits.dir));
+  }
+  auto recordings = std::unique_ptr<Recordings>(
+      new Recordings(std::move(limits), std::move(encoders), clock, std::move(unix_now_ns), 0));
+  recordings->quota_.Charge(recordings->BytesOnDisk());
+  return recordings;
+}
+
+std::uint64_t Recordings::BytesOnDisk() const {
+  std::uint64_t used = 0;
+  std::error_code error;
+  for (const auto& file : std::filesystem::directory_iterator(limits_.dir, error)) {
+    std::error_code size_error;
+    if (file.path().extension() == ".mcap" && file.is_regular_file(size_error)) {
+      const std::uintmax_t size = file.file_size(size_error);
+      if (!size_error) used += size;
+    }
+  }
+  return used;
+}
+
+Recordings::Recordings(RecordingLimits limits, EncoderFactory encoders,
+                       const session::Clock* clock, std::function<std::uint64_t()> unix_now_ns,
+                       std::uint64_t used_bytes)
+    : limits_(std::move(limits)),
+      encoders_(std::move(encoders)),
+      clock_(clock),
+      unix_now_ns_(std::move(unix_now_ns)),
+      quota_(limits_.quota_bytes) {
+  quota_.Charge(used_bytes);
+}
+
+Recordings::~Recordings() { StopAll(); }
+
+RecordingInfo Recordings::InfoOf(const Entry& entry) {
+  RecordingInfo info = entry.info;
+  if (entry.recorder != nullptr) info.progress = entry.recorder->progress();
+  return info;
+}
+
+void Recordings::ReapLocked() {
+  for (auto& [id, entry] : entries_) {
+    if (entry.recorder != nullptr && entry.recorder->progress().ended) {
+      entry.info.progress = entry.recorder->Stop();  // Joins a writer that is done.
+      entry.recorder.reset();
+    }
+  }
+  if (entries_.size() <= kMaxListedRecordings) return;
+  std::vector<std::pair<std::uint64_t, std::string>> ended;
+  for (const auto& [id, entry] : entries_) {
+    if (entry.recorder == nullptr) ended.emplace_back(entry.order, id);
+  }
+  std::sort(ended.begin(), ended.end());
+  for (std::size_t i = 0; i < ended.size() && entries_.size() > kMaxListedRecordings; ++i) {
+    entries_.erase(ended[i].second);
+  }
+}
+
+absl::StatusOr<RecordingInfo> Recordings::Start(std::shared_ptr<session::Session> session,
+                                                const RecordingRequest& request,
+                                                std::string owner) {
+  const double tick_rate_hz = session->config().world.tick_rate_hz;
+  const double rate_hz = request.telemetry_rate_hz.value_or(
+      std::min(limits_.default_telemetry_rate_hz, tick_rate_hz));
+  // At least a frame every 2^31 ticks (what the decimation counts in).
+  const double min_rate_hz = tick_rate_hz / 2147483648.0;
+  if (!(rate_hz >= min_rate_hz) || !(rate_hz <= tick_rate_hz)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.telemetry_rate_hz: must be in [", min_rate_hz, ", ", tick_rate_hz,
+                     "] (the session's tick rate), got ", rate_hz));
+  }
+  const std::uint64_t max_bytes = request.max_bytes.value_or(limits_.max_bytes);
+  if (max_bytes < kMinRecordingBytes || max_bytes > limits_.max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options.max_bytes: must be in [", kMinRecordingBytes, ", ", limits_.max_bytes,
+        "] (this server's --max_recording_mib), got ", max_bytes));
+  }
+  const double max_duration_s = request.max_duration_s.value_or(limits_.max_duration_s);
+  if (!(max_duration_s > 0.0) || !(max_duration_s <= limits_.max_duration_s)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options.max_duration_s: must be in (0, ", limits_.max_duration_s,
+        "] seconds (this server's --max_recording_s), got ", max_duration_s));
+  }
+  const auto every_n_ticks = static_cast<std::uint32_t>(
+      std::clamp(std::llround(tick_rate_hz / rate_hz), 1LL, 1LL << 31));
+  const auto max_ticks =
+      static_cast<std::uint64_t>(std::max(1.0, std::ceil(max_duration_s * tick_rate_hz - 1e-9)));
+
+  absl::MutexLock lock(&mu_);
+  ReapLocked();
+  std::int64_t active = 0;
+  for (const auto& [id, entry] : entries_) {
+    if (entry.recorder == nullptr) continue;
+    ++active;
+    if (entry.info.session_id == session->id()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("session_id: the session is being recorded already (recording ", id,
+                       "): stop that recording first"));
+    }
+  }
+  if (active >= static_cast<std::int64_t>(limits_.max_active)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this server records at most ", limits_.max_active,
+                     " sessions at once (--max_recordings): stop one first"));
+  }
+  if (quota_.left() < static_cast<std::int64_t>(kMinRecordingBytes)) {
+    // Files may have been deleted since: count them again (what the recordings running now
+    // wrote is on disk, and what they write next is taken from the quota as they write it).
+    // (What recordings take while the directory is read is counted twice: on the safe side.)
+    const std::int64_t before = quota_.left();
+    const std::int64_t target = static_cast<std::int64_t>(limits_.quota_bytes) -
+                                static_cast<std::int64_t>(BytesOnDisk());
+    if (target > before) quota_.Give(static_cast<std::uint64_t>(target - before));
+  }
+  if (quota_.left() < static_cast<std::int64_t>(kMinRecordingBytes)) {
+    return absl::ResourceExhaustedError(
+        "--record_quota_mib: this server's recordings have used it up: delete some of the "
+        "files in --record_dir first");
+  }
+  absl::StatusOr<std::string> id = NewRecordingId();
+  if (!id.ok()) return id.status();
+  RecordingInfo info{.recording_id = *id,
+                     .session_id = session->id(),
+                     .path = (std::filesystem::path(limits_.dir) / (*id + ".mcap")).string(),
+                     .owner = std::move(owner),
+                     .tick_rate_hz = tick_rate_hz,
+                     .telemetry_rate_hz = rate_hz,
+                     .telemetry_every_n_ticks = every_n_ticks,
+                     .max_bytes = max_bytes,
+                     .max_duration_s = max_duration_s};
+  absl::StatusOr<std::unique_ptr<Recorder>> recorder = Recorder::Start(
+      session,
+      {.recording_id = info.recording_id,
+       .session_id = info.session_id,
+       .config = session->config(),
+       .telemetry_every_n_ticks = every_n_ticks,
+       .time_origin_ns = unix_now_ns_()},
+      {.path = info.path,
+       .max_bytes = max_bytes,
+       .max_ticks = max_ticks,
+       .quota = &quota_,
+       .quota_name = "--record_quota_mib",
+       .mcap = {.chunk_bytes = std::clamp<std::size_t>(max_bytes / 16, 64 << 10, 1 << 20)}},
+      encoders_(session), clock_);
+  if (!recorder.ok()) return recorder.status();
+  const session::ObservedStart& start = (*recorder)->start().start;
+  info.start_time = {.tick = start.tick,
+                     .sim_time_s = static_cast<double>(start.tick) / tick_rate_hz};
+  info.replayable_from_start = start.pristine;
+  Entry& entry = entries_[info.recording_id];
+  entry.info = info;
+  entry.recorder = std::shared_ptr<Recorder>(*std::move(recorder));
+  entry.order = next_order_++;
+  return InfoOf(entry);
+}
+
+absl::StatusOr<RecordingInfo> Recordings::Stop(absl::string_view recording_id) {
+  std::shared_ptr<Recorder> recorder;
+  {
+    absl::MutexLock lock(&mu_);
+    ReapLocked();
+    const auto it = entries_.find(recording_id);
+    if (it == entries_.end()) {
+      return absl::NotFoundError("recording_id: no such recording on this server");
+    }
+    recorder = it->second.recorder;
+    if (recorder == nullptr) return InfoOf(it->second);
+  }
+  // Outside the lock: the writer may have a queue to write first.
+  const RecordingProgress progress = recorder->Stop();
+  absl::MutexLock lock(&mu_);
+  const auto it = entries_.find(recording_id);
+  if (it == entries_.end()) {
+    return absl::NotFoundError("recording_id: no such recording on this server");
+  }
+  it->second.info.progress = progress;
+  if (it->second.recorder == recorder) it->second.recorder.reset();
+  return InfoOf(it->second);
+}
+
+absl::StatusOr<RecordingInfo> Recordings::Get(absl::string_view recording_id) {
+  absl::MutexLock lock(&mu_);
+  ReapLocked();
+  const auto it = entries_.find(recording_id);
+  if (it == entries_.end()) {
+    return absl::NotFoundError("recording_id: no such recording on this server");
+  }
+  return InfoOf(it->second);
+}
+
+std::vector<RecordingInfo> Recordings::List() {
+  absl::MutexLock lock(&mu_);
+  ReapLocked();
+  std::vector<std::pair<std::uint64_t, RecordingInfo>> ordered;
+  ordered.reserve(entries_.size());
+  for (const auto& [id, entry] : entries_) ordered.emplace_back(entry.order, InfoOf(entry));
+  std::sort(ordered.begin(), ordered.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<RecordingInfo> out;
+  out.reserve(ordered.size());
+  for (auto& [order, info] : ordered) out.push_back(std::move(info));
+  return out;
+}
+
+void Recordings::StopAll() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, entry] : entries_) {
+    if (entry.recorder == nullptr) continue;
+    entry.info.progress = entry.recorder->Stop();
+    entry.recorder.reset();
+  }
+}
+
+}  // namespace pitlane::record

@@ -1,0 +1,306 @@
+"""Recording (issue 17) end to end: a real server records sessions into MCAP files in its
+--record_dir, read back by Foxglove's own reader (@mcap/core, tests/web/mcap_decode.mjs) through
+the file's index with every CRC checked, every message decoded with its own schema (protobuf
+with the file's FileDescriptorSet, JSON validated against @foxglove/schemas); the limits, the
+errors, a server killed mid-recording."""
+
+import json
+import math
+import subprocess
+import time
+
+import grpc
+import pytest
+
+import pitlane
+from conftest import SERVER, ServerProcess, running_server, running_token_server
+from foxglove_node import WEB_TESTS, node_path
+
+
+def decode(path, *keep, seek_ns=None):
+    """The recording as @mcap/core reads and mcap_decode.mjs decodes it."""
+    args = [node_path(), str(WEB_TESTS / "mcap_decode.mjs"), str(path)]
+    args += [f"--keep={prefix}" for prefix in keep]
+    if seek_ns is not None:
+        args.append(f"--seek={seek_ns}")
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    read = json.loads(done.stdout)
+    assert read["ok"], read.get("error")
+    return read
+
+
+def read_stream(path):
+    """The streaming reader alone, up to the first error (a file cut short)."""
+    done = subprocess.run([node_path(), str(WEB_TESTS / "mcap_read.mjs"), "--stream", str(path)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def record_dir_flags(directory, *more):
+    return (f"--record_dir={directory}", "--http_listen=", *more)
+
+
+def test_records_demo_for_a_minute_with_a_client_driven_car(tmp_path):
+    with running_server(*record_dir_flags(tmp_path)) as server:
+        client = pitlane.Client(server.address)
+        info = client.create_session(scenario="demo", clock_mode="lockstep")
+        sid = info.session_id
+        recording = client.start_recording(sid)
+        assert recording.state == pitlane.pb.RECORDING_STATE_RECORDING
+        assert recording.replayable_from_start
+        assert recording.options.telemetry_rate_hz == 10.0
+        car = client.spawn_vehicles(sid, [pitlane.vehicle_spec(name="student", x_m=0.0, y_m=-8.0)])[0]
+        # 60 s of simulated time: 600 Steps of 5 ticks, the car's controls changed before each.
+        for i in range(600):
+            client.set_controls(sid, [pitlane.control(
+                car, acceleration_mps2=1.0 if i < 100 else -0.2,
+                steering_angle_rad=0.1 * math.sin(i / 30.0))])
+            client.step(sid, 5)
+        final_hash = client.state_hash(sid)
+        stopped = client.stop_recording(recording.recording_id)
+        assert stopped.state == pitlane.pb.RECORDING_STATE_COMPLETE, stopped.end_reason
+        assert stopped.end_reason == "stopped"
+        assert stopped.ticks == 3000
+        assert stopped.duration_s == pytest.approx(60.0)
+        assert [r.recording_id for r in client.list_recordings()] == [recording.recording_id]
+        # Stopping again returns it as it ended.
+        assert client.stop_recording(recording.recording_id).bytes == stopped.bytes
+        # Re-simulated from the file: the same state hash at every one of its 3,000 ticks.
+        replay = client.replay_recording(recording.recording_id)
+        assert replay.matched, (replay.divergence, replay.stopped_reason)
+        assert replay.ticks_compared == 3000
+        assert replay.commands_applied == 1 + 600  # The spawn and the controls (not the Steps).
+        assert replay.session.time.tick == 3000
+        assert replay.session.session_id != sid
+        assert client.state_hash(replay.session.session_id) == final_hash
+
+    path = tmp_path / f"{recording.recording_id}.mcap"
+    assert path.stat().st_size == stopped.bytes
+    read = decode(path, "/pitlane/")
+    assert read["data_section_crc_ok"]
+    assert read["compressions"] == ["zstd"]
+    assert read["statistics"]["message_count"] == str(stopped.messages)
+    topics = read["topics"]
+    for topic, entry in topics.items():
+        assert entry["schema_errors"] == 0, (topic, entry["first_errors"])
+
+    # Its own channels: the header, every command with its tick, every tick's hash, the end.
+    header = topics["/pitlane/session"]["messages"][0]["value"]
+    assert header["session_id"] == sid
+    assert header["replayable_from_start"] is True
+    assert header["config"]["name"] == "demo"
+    assert len(header["config"]["vehicles"]) == 7  # The scenario's, in the file.
+    assert header["telemetry_every_n_ticks"] == 5
+    origin = int(header["time_origin_unix_ns"])
+    commands = [m["value"] for m in topics["/pitlane/commands"]["messages"]]
+    assert len(commands) == 1 + 600 + 600
+    assert commands[0]["spawn"]["vehicles"][0]["name"] == "student"
+    assert [c.get("tick") for c in commands if "set_controls" in c][:3] == [None, "5", "10"]
+    assert sum(1 for c in commands if c.get("step") == 5) == 600
+    hashes = topics["/pitlane/state_hash"]["messages"]
+    assert [int(m["value"]["tick"]) for m in hashes] == list(range(1, 3001))
+    assert int(hashes[-1]["value"]["state_hash"]) == final_hash
+    # Message times: the start plus the simulated time (20 ms a tick), however fast it ran.
+    assert [int(m["log_time"]) - origin for m in hashes[:3]] == [20_000_000, 40_000_000, 60_000_000]
+    end = topics["/pitlane/end"]["messages"][0]["value"]
+    assert end["reason"] == "stopped" and end["ticks"] == "3000"
+
+    # The live endpoint's channels, same topics: frames at 10 Hz (ticks 0, 5, ..., 3000), each
+    # in the file or counted in a gap (a writer that fell behind; none on a quiet machine).
+    gaps = topics.get("/pitlane/gaps", {"messages": []})["messages"]
+    lost = sum(int(g["value"]["count"]) for g in gaps if g["value"]["kind"] == "KIND_FRAMES")
+    assert lost == stopped.frames_lost and stopped.commands_lost == 0
+    frames = 601 - lost
+    for kind in ("world_state", "scene", "contacts"):
+        assert topics[f"/{sid}/{kind}"]["count"] == frames, kind
+    assert topics[f"/{sid}/scene"]["schema"] == "foxglove.SceneUpdate"
+    assert topics[f"/{sid}/world_state"]["schema"] == "pitlane.v1.WorldState"
+    for vehicle in range(1, 9):
+        assert topics[f"/{sid}/vehicle/{vehicle}"]["count"] == frames - (vehicle == car)
+    assert topics[f"/{sid}/map"]["count"] >= 1
+    last_state = topics[f"/{sid}/world_state"]["last"]["value"]
+    assert last_state["time"]["tick"] == "3000"
+    assert [v["vehicle_id"] for v in last_state["vehicles"]] == [str(i) for i in range(1, 9)]
+    bytes_per_vehicle_tick = stopped.bytes / (8 * 3000)
+    print(f"demo, 60 s, 8 vehicles, telemetry 10 Hz: {stopped.bytes} bytes, "
+          f"{bytes_per_vehicle_tick:.1f} bytes per vehicle-tick")
+
+
+def test_recording_ends_with_its_limits_and_its_session(tmp_path):
+    with running_server(*record_dir_flags(tmp_path, "--max_recording_s=300")) as server:
+        client = pitlane.Client(server.address)
+        sid = client.create_session(scenario="demo", clock_mode="lockstep").session_id
+        # The duration: 20 s of simulated time (the server's bound is the default).
+        assert client.start_recording(sid).options.max_duration_s == 300.0
+        client.stop_recording(client.list_recordings()[0].recording_id)
+        by_time = client.start_recording(sid, max_duration_s=20.0)
+        client.step(sid, 500)
+        # The size: 1 MiB, every tick's telemetry (on another session: one recording at a time
+        # per session).
+        sized = client.create_session(scenario="demo", clock_mode="lockstep").session_id
+        by_size = client.start_recording(sized, max_bytes=1 << 20, telemetry_rate_hz=50.0)
+        deadline = time.monotonic() + 60
+        while any(r.state == pitlane.pb.RECORDING_STATE_RECORDING for r in client.list_recordings()):
+            assert time.monotonic() < deadline, client.list_recordings()
+            client.step(sid, 50)
+            client.step(sized, 50)
+        done = {r.recording_id: r for r in client.list_recordings()}
+        assert done[by_time.recording_id].ticks == 1000
+        assert "max_duration_s" in done[by_time.recording_id].end_reason
+        assert done[by_size.recording_id].state == pitlane.pb.RECORDING_STATE_COMPLETE
+        assert "max_bytes" in done[by_size.recording_id].end_reason
+        # The file stays within the limit (the summary still to write is counted).
+        assert (1 << 19) < done[by_size.recording_id].bytes <= (1 << 20) + 4096
+        # The session deleted: its recording ends, complete.
+        other = client.create_session(name="short-lived").session_id
+        deleted = client.start_recording(other)
+        client.step(other, 10)
+        client.delete_session(other)
+        deadline = time.monotonic() + 10
+        while (info := {r.recording_id: r for r in client.list_recordings()}[deleted.recording_id]).state == pitlane.pb.RECORDING_STATE_RECORDING:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert info.state == pitlane.pb.RECORDING_STATE_COMPLETE
+        assert info.end_reason == "the session was deleted"
+        assert info.ticks == 10
+    for recording in (by_time, by_size, deleted):
+        read = decode(tmp_path / f"{recording.recording_id}.mcap")
+        assert read["data_section_crc_ok"]
+        assert read["topics"]["/pitlane/end"]["count"] == 1
+
+
+def test_recording_errors_name_their_field(tmp_path):
+    with running_server("--http_listen=") as server:
+        client = pitlane.Client(server.address)
+        sid = client.create_session().session_id
+        with pytest.raises(grpc.RpcError) as off:
+            client.start_recording(sid)
+        assert off.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "--record_dir" in off.value.details()
+    with running_server(*record_dir_flags(tmp_path, "--max_recordings=1")) as server:
+        client = pitlane.Client(server.address)
+        sid = client.create_session(tick_rate_hz=20).session_id
+        for options, field in [
+            (dict(telemetry_rate_hz=0.0), "options.telemetry_rate_hz"),
+            (dict(telemetry_rate_hz=21.0), "options.telemetry_rate_hz"),
+            (dict(telemetry_rate_hz=float("nan")), "options.telemetry_rate_hz"),
+            (dict(max_bytes=1000), "options.max_bytes"),
+            (dict(max_bytes=1 << 40), "options.max_bytes"),
+            (dict(max_duration_s=-1.0), "options.max_duration_s"),
+            (dict(max_duration_s=float("inf")), "options.max_duration_s"),
+        ]:
+            with pytest.raises(grpc.RpcError) as bad:
+                client.start_recording(sid, **options)
+            assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT, options
+            assert bad.value.details().startswith(field), bad.value.details()
+        with pytest.raises(grpc.RpcError) as missing:
+            client.start_recording("s-nosuchsession")
+        assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+        for recording_id, code in [("", grpc.StatusCode.INVALID_ARGUMENT),
+                                   ("r-nosuchrecording", grpc.StatusCode.NOT_FOUND),
+                                   ("x" * 100_000, grpc.StatusCode.NOT_FOUND)]:
+            with pytest.raises(grpc.RpcError) as bad:
+                client.stop_recording(recording_id)
+            assert bad.value.code() == code
+            assert bad.value.details().startswith("recording_id")
+            assert len(bad.value.details()) < 200
+        assert client.list_recordings() == []
+        client.step(sid, 3)
+        first = client.start_recording(sid)
+        assert not first.replayable_from_start  # Started at tick 3.
+        with pytest.raises(grpc.RpcError) as running:
+            client.replay_recording(first.recording_id)
+        assert running.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "still running" in running.value.details()
+        with pytest.raises(grpc.RpcError) as twice:
+            client.start_recording(sid)
+        assert twice.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert twice.value.details().startswith("session_id: the session is being recorded")
+        other = client.create_session().session_id
+        with pytest.raises(grpc.RpcError) as busy:
+            client.start_recording(other)
+        assert busy.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "--max_recordings" in busy.value.details()
+        client.stop_recording(first.recording_id)
+        with pytest.raises(grpc.RpcError) as not_replayable:
+            client.replay_recording(first.recording_id)
+        assert not_replayable.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "cannot be re-simulated" in not_replayable.value.details()
+        client.stop_recording(client.start_recording(sid).recording_id)  # A slot again.
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+            f"{r.recording_id}.mcap" for r in client.list_recordings())
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--record_dir=/nonexistent/recordings", "--record_dir"),
+    ("--max_recording_s=0", "--max_recording_s"),
+    ("--max_recording_mib=0", "--max_recording_mib"),
+    ("--record_quota_mib=-1", "--record_quota_mib"),
+    ("--max_recordings=100000", "--max_recordings"),
+])
+def test_bad_recording_flags_stop_the_server_with_a_message(flag, message):
+    done = subprocess.run([str(SERVER), "--listen=127.0.0.1:0", "--http_listen=", flag],
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode != 0
+    assert message in done.stderr
+
+
+def test_a_killed_server_leaves_a_file_readable_up_to_its_last_chunk(tmp_path):
+    server = ServerProcess(*record_dir_flags(tmp_path))
+    try:
+        client = pitlane.Client(server.address)
+        sid = client.create_session(scenario="demo", clock_mode="lockstep").session_id
+        # 1 MiB files are written in chunks of 64 KiB.
+        recording = client.start_recording(sid, max_bytes=1 << 20, telemetry_rate_hz=50.0)
+        path = tmp_path / f"{recording.recording_id}.mcap"
+        deadline = time.monotonic() + 30
+        while path.stat().st_size < 200_000:
+            assert time.monotonic() < deadline
+            client.step(sid, 50)
+    finally:
+        server.proc.kill()
+        server.proc.wait()
+    read = read_stream(path)
+    assert read["records"]["Header"] == 1
+    assert read["records"]["Chunk"] >= 3
+    assert len(read["messages"]) > 1000
+    assert not read["done"]  # No footer: cut short, and read up to the cut.
+
+
+def test_who_may_record_list_and_stop(tmp_path):
+    (tmp_path / "recordings").mkdir()
+    with running_token_server(tmp_path, *record_dir_flags(tmp_path / "recordings")) as (
+            server, admin, _):
+        as_admin = pitlane.Client(server.address, token=admin)
+        sid_a = as_admin.create_session(name="a").session_id
+        sid_b = as_admin.create_session(name="b").session_id
+        owner_a = pitlane.Client(server.address, token=as_admin.owner_tokens[sid_a][0])
+        owner_b = pitlane.Client(server.address, token=as_admin.owner_tokens[sid_b][0])
+        viewer, _ = owner_a.mint_token(sid_a, "viewer")
+        recording = owner_a.start_recording(sid_a)
+        # Another team's owner: as if it did not exist.
+        with pytest.raises(grpc.RpcError) as other:
+            owner_b.stop_recording(recording.recording_id)
+        assert other.value.code() == grpc.StatusCode.NOT_FOUND
+        with pytest.raises(grpc.RpcError) as other_session:
+            owner_b.start_recording(sid_a)
+        assert other_session.value.code() == grpc.StatusCode.NOT_FOUND
+        assert owner_b.list_recordings() == []
+        # A viewer of the session sees it, may not stop it or start another.
+        as_viewer = pitlane.Client(server.address, token=viewer)
+        assert [r.recording_id for r in as_viewer.list_recordings()] == [recording.recording_id]
+        with pytest.raises(grpc.RpcError) as denied:
+            as_viewer.stop_recording(recording.recording_id)
+        assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        with pytest.raises(grpc.RpcError) as denied_start:
+            as_viewer.start_recording(sid_a)
+        assert denied_start.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        # The admin sees and stops everything.
+        b_recording = owner_b.start_recording(sid_b)
+        assert {r.recording_id for r in as_admin.list_recordings()} == {
+            recording.recording_id, b_recording.recording_id}
+        assert as_admin.stop_recording(b_recording.recording_id).state == (
+            pitlane.pb.RECORDING_STATE_COMPLETE)
+        assert owner_a.stop_recording(recording.recording_id).end_reason == "stopped"
