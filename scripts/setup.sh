@@ -30,6 +30,7 @@ packages=(
   # tests: Node for Foxglove's own client, Debian's chromium for the viewer.
   prometheus nodejs chromium
   python3 python3-grpcio python3-protobuf python3-pytest python3-venv python3-pip python3-numpy
+  python3-zstandard
   # The proxy of the scale-out test (tests/e2e/test_scale_out.py, docs/deployment.md), a YAML
   # reader and Compose's own validator (docker-compose config, no daemon needed) for its check
   # of the compose file and manifests, and the shell scripts' linter.

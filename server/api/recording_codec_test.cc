@@ -149,7 +149,9 @@ TEST(RecordingCodec, AMalformedCommandNamesItsField) {
   bad_spawn.mutable_spawn()->mutable_vehicles(0)->mutable_kinematic_bicycle();
   // Checked by the world when applied, or here: either names the field.
   const absl::StatusOr<session::RecordedCommand> spawn = CommandFromProto(bad_spawn, {});
-  if (!spawn.ok()) EXPECT_THAT(spawn.status().message(), HasSubstr("spawn."));
+  if (!spawn.ok()) {
+    EXPECT_THAT(spawn.status().message(), HasSubstr("spawn."));
+  }
   v1::RecordedCommand bad_route;
   bad_route.mutable_spawn()->add_vehicles()->mutable_driver()->mutable_route_follower()->set_track(
       "nowhere");

@@ -211,7 +211,9 @@ TEST_F(ReplayTest, AFileCutShortIsReSimulatedUpToItsCut) {
     EXPECT_FALSE(outcome->divergence.has_value());
     EXPECT_THAT(outcome->stopped_reason, HasSubstr("cut short"));
     cut_in_the_data = outcome->ticks_compared < hashes.size();
-    if (cut_in_the_data) EXPECT_GT(outcome->ticks_compared, 0u);
+    if (cut_in_the_data) {
+      EXPECT_GT(outcome->ticks_compared, 0u);
+    }
   }
   EXPECT_TRUE(cut_in_the_data);
 }

@@ -1,6 +1,11 @@
 #include "server/api/simulator_service.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -1922,6 +1927,128 @@ void SimulatorService::StopReplays() {
     replays.swap(replays_);
   }
   for (Replay& replay : replays) replay.thread.join();
+}
+
+grpc::ServerUnaryReactor* SimulatorService::DeleteRecording(grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::DeleteRecordingRequest, v1::DeleteRecordingResponse>(
+      context, *raw_request, raw_response, access_, rpcs_,
+      [&](const Caller& caller, const v1::DeleteRecordingRequest* request, v1::DeleteRecordingResponse* response) -> absl::Status {
+    ASSIGN_OR_RETURN(record::Recordings* const recordings, RecordingsOn());
+    if (request->recording_id().empty()) {
+      return absl::InvalidArgumentError("recording_id: required");
+    }
+    const absl::StatusOr<record::RecordingInfo> found = recordings->Get(request->recording_id());
+    if (!found.ok()) return NoSuchRecording();
+    RETURN_IF_ERROR(MayAccessRecording(caller, *found, auth::Need::kOwn));
+    ASSIGN_OR_RETURN(const std::uint64_t freed, recordings->Delete(request->recording_id()));
+    response->set_bytes_freed(freed);
+    Audit(context->peer(), "recording.delete",
+          {{"by", By(caller)}, {"recording", request->recording_id()}, {"bytes", freed}});
+    return absl::OkStatus();
+      });
+}
+
+namespace {
+
+// Sends a file in pieces, one write at a time (gRPC's flow control paces it), from a file
+// descriptor opened when the call started: a recording deleted meanwhile is still sent whole.
+class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  static constexpr std::size_t kPieceBytes = 1 << 20;
+
+  DownloadReactor(int fd, std::uint64_t offset, std::uint64_t size, RpcCounts& rpcs)
+      : fd_(fd), offset_(offset), size_(size), rpcs_(rpcs) {
+    Next();
+  }
+  ~DownloadReactor() override { close(fd_); }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) return End(absl::CancelledError("the client went away"));
+    Next();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Next() {
+    if (offset_ >= size_) return End(absl::OkStatus());
+    const std::size_t want =
+        static_cast<std::size_t>(std::min<std::uint64_t>(kPieceBytes, size_ - offset_));
+    std::string data(want, '\0');
+    std::size_t got = 0;
+    while (got < want) {
+      const ssize_t n = pread(fd_, data.data() + got, want - got,
+                              static_cast<off_t>(offset_ + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return End(absl::InternalError("the recording's file cannot be read"));
+      got += static_cast<std::size_t>(n);
+    }
+    v1::DownloadRecordingResponse response;
+    response.set_offset(offset_);
+    response.set_size(size_);
+    *response.mutable_data() = std::move(data);
+    offset_ += want;
+    piece_ = SerializeMessage(response);
+    StartWrite(&piece_);
+  }
+  void End(const absl::Status& status) {
+    grpc::Status finished = ToGrpcStatus(status);
+    rpcs_.Count("DownloadRecording", finished.error_code());
+    Finish(std::move(finished));
+  }
+
+  const int fd_;
+  std::uint64_t offset_;
+  const std::uint64_t size_;
+  RpcCounts& rpcs_;
+  grpc::ByteBuffer piece_;
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* SimulatorService::DownloadRecording(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request) {
+  class Failed : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+   public:
+    Failed(const absl::Status& status, RpcCounts& rpcs) {
+      grpc::Status finished = ToGrpcStatus(status);
+      rpcs.Count("DownloadRecording", finished.error_code());
+      Finish(std::move(finished));
+    }
+    void OnDone() override { delete this; }
+  };
+  int fd = -1;
+  std::uint64_t offset = 0, size = 0;
+  const absl::Status status = Guarded([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const Caller caller, access_.Authenticate(*context));
+    v1::DownloadRecordingRequest request;
+    RETURN_IF_ERROR(ParseRequest(*raw_request, request));
+    ASSIGN_OR_RETURN(record::Recordings* const recordings, RecordingsOn());
+    if (request.recording_id().empty()) {
+      return absl::InvalidArgumentError("recording_id: required");
+    }
+    const absl::StatusOr<record::RecordingInfo> info = recordings->Get(request.recording_id());
+    if (!info.ok()) return NoSuchRecording();
+    RETURN_IF_ERROR(MayAccessRecording(caller, *info, auth::Need::kRead));
+    fd = open(info->path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat file {};
+    if (fd < 0 || fstat(fd, &file) != 0) {
+      if (fd >= 0) close(fd);
+      fd = -1;
+      return absl::NotFoundError("recording_id: the recording's file is gone from --record_dir");
+    }
+    size = static_cast<std::uint64_t>(file.st_size);
+    if (request.offset() > size) {
+      close(fd);
+      fd = -1;
+      return absl::InvalidArgumentError(
+          absl::StrCat("offset: past the file's end (", size, " bytes), got ", request.offset()));
+    }
+    offset = request.offset();
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return new Failed(status, rpcs_);
+  return new DownloadReactor(fd, offset, size, rpcs_);
 }
 
 }  // namespace pitlane::api

@@ -67,7 +67,9 @@ using RawSimulatorService =
     S::WithRawCallbackMethod_StopRecording<
     S::WithRawCallbackMethod_ListRecordings<
     S::WithRawCallbackMethod_ReplayRecording<
-    S::Service>>>>>>>>>>>>>>>>>>>>>>>;
+    S::WithRawCallbackMethod_DownloadRecording<
+    S::WithRawCallbackMethod_DeleteRecording<
+    S::Service>>>>>>>>>>>>>>>>>>>>>>>>>;
 }  // namespace raw_methods
 
 class SimulatorService final : public raw_methods::RawSimulatorService {
@@ -177,6 +179,11 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   // Re-simulations run on threads of their own (at most kMaxReplays at once), which finish
   // their calls.
   grpc::ServerUnaryReactor* ReplayRecording(grpc::CallbackServerContext* context,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* DownloadRecording(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
+  grpc::ServerUnaryReactor* DeleteRecording(grpc::CallbackServerContext* context,
                                            const grpc::ByteBuffer* request,
                                            grpc::ByteBuffer* response) override;
   // Cancels the re-simulations running and waits for their threads (the server stops; call

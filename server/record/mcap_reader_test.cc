@@ -87,7 +87,9 @@ TEST(McapReader, AFileCutAnywhereIsReadUpToItsLastWholeRecord) {
     EXPECT_TRUE(std::equal(seen.begin(), seen.end(), expected.begin())) << cut;
     EXPECT_GE(seen.size(), last);  // Longer files, no fewer messages.
     last = seen.size();
-    if (seen.size() < expected.size()) EXPECT_TRUE(read->truncated) << cut;
+    if (seen.size() < expected.size()) {
+      EXPECT_TRUE(read->truncated) << cut;
+    }
   }
   EXPECT_EQ(last, expected.size());
 }

@@ -32,7 +32,9 @@ constexpr std::uint64_t kOrigin_ns = 1'700'000'000'000'000'000;
 Json ReadWithMcapCore(const std::string& path) {
   Json json = testutil::ReadWithMcapCore(path);
   EXPECT_FALSE(json.contains("error")) << json["error"];
-  if (json.contains("data_section_crc_ok")) EXPECT_EQ(json["data_section_crc_ok"], true);
+  if (json.contains("data_section_crc_ok")) {
+    EXPECT_EQ(json["data_section_crc_ok"], true);
+  }
   return json;
 }
 

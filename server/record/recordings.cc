@@ -241,6 +241,29 @@ std::vector<RecordingInfo> Recordings::List() {
   return out;
 }
 
+absl::StatusOr<std::uint64_t> Recordings::Delete(absl::string_view recording_id) {
+  absl::MutexLock lock(&mu_);
+  ReapLocked();
+  const auto it = entries_.find(recording_id);
+  if (it == entries_.end()) {
+    return absl::NotFoundError("recording_id: no such recording on this server");
+  }
+  if (it->second.recorder != nullptr) {
+    return absl::FailedPreconditionError(
+        "recording_id: the recording is running: stop it first");
+  }
+  std::error_code error;
+  const std::uintmax_t size = std::filesystem::file_size(it->second.info.path, error);
+  const std::uint64_t freed = error ? 0 : static_cast<std::uint64_t>(size);
+  if (!std::filesystem::remove(it->second.info.path, error) && error) {
+    return absl::InternalError(
+        absl::StrCat("recording_id: its file cannot be deleted: ", error.message()));
+  }
+  quota_.Give(freed);
+  entries_.erase(it);
+  return freed;
+}
+
 void Recordings::StopAll() {
   absl::MutexLock lock(&mu_);
   for (auto& [id, entry] : entries_) {

@@ -88,6 +88,9 @@ class Recordings {
   absl::StatusOr<RecordingInfo> Get(absl::string_view recording_id);
   // Newest first.
   std::vector<RecordingInfo> List();
+  // Deletes a stopped recording's file and forgets it; returns the bytes freed (given back to
+  // the quota). NotFound ("recording_id"); FailedPrecondition while it runs.
+  absl::StatusOr<std::uint64_t> Delete(absl::string_view recording_id);
   // Stops them all (the server shuts down).
   void StopAll();
   // Bytes of the quota left (negative: used up by the summaries written past it).

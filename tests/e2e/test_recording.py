@@ -75,9 +75,22 @@ def test_records_demo_for_a_minute_with_a_client_driven_car(tmp_path):
         assert replay.session.time.tick == 3000
         assert replay.session.session_id != sid
         assert client.state_hash(replay.session.session_id) == final_hash
+        # Fetched through the API and read into arrays by the Python client.
+        fetched = tmp_path / "fetched.mcap"
+        assert client.download_recording(recording.recording_id, str(fetched)) == stopped.bytes
+        run = pitlane.read_recording(str(fetched))
+        assert run.header.session_id == sid and not run.truncated
+        assert len(run.commands) == 1201
+        assert list(run.hashes["tick"]) == list(range(1, 3001))
+        assert int(run.hashes["state_hash"][-1]) == final_hash
+        mine = run.states["vehicle_id"] == car
+        assert mine.sum() == 600  # From its spawn at tick 0 on, at ticks 5, 10, ..., 3000.
+        assert run.states["x_m"][mine].min() < run.states["x_m"][mine].max()  # It moved.
+        assert run.end.reason == "stopped"
 
     path = tmp_path / f"{recording.recording_id}.mcap"
     assert path.stat().st_size == stopped.bytes
+    assert path.read_bytes() == (tmp_path / "fetched.mcap").read_bytes()
     read = decode(path, "/pitlane/")
     assert read["data_section_crc_ok"]
     assert read["compressions"] == ["zstd"]
@@ -229,6 +242,21 @@ def test_recording_errors_name_their_field(tmp_path):
         assert not_replayable.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "cannot be re-simulated" in not_replayable.value.details()
         client.stop_recording(client.start_recording(sid).recording_id)  # A slot again.
+        # Deleting: not while running; then its file and its entry are gone.
+        running_one = client.start_recording(sid)
+        with pytest.raises(grpc.RpcError) as still:
+            client.delete_recording(running_one.recording_id)
+        assert still.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        done_one = client.stop_recording(running_one.recording_id)
+        assert client.delete_recording(running_one.recording_id) == done_one.bytes
+        assert not (tmp_path / f"{running_one.recording_id}.mcap").exists()
+        for call in (client.delete_recording, client.replay_recording):
+            with pytest.raises(grpc.RpcError) as gone:
+                call(running_one.recording_id)
+            assert gone.value.code() == grpc.StatusCode.NOT_FOUND
+        with pytest.raises(grpc.RpcError) as gone:
+            client.download_recording(running_one.recording_id, str(tmp_path / "x"))
+        assert gone.value.code() == grpc.StatusCode.NOT_FOUND
         assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
             f"{r.recording_id}.mcap" for r in client.list_recordings())
 
@@ -267,6 +295,8 @@ def test_a_killed_server_leaves_a_file_readable_up_to_its_last_chunk(tmp_path):
     assert read["records"]["Chunk"] >= 3
     assert len(read["messages"]) > 1000
     assert not read["done"]  # No footer: cut short, and read up to the cut.
+    run = pitlane.read_recording(str(path))  # The Python client's reader too.
+    assert run.truncated and len(run.hashes["tick"]) > 100 and run.end is None
 
 
 def test_who_may_record_list_and_stop(tmp_path):

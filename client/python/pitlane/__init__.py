@@ -15,6 +15,7 @@ from pitlane.client import (
     vehicle_spec,
     vehicle_table,
 )
+from pitlane.recordings import Recording, read_recording
 from pitlane.v1 import simulator_pb2 as pb
 from pitlane.v1 import simulator_pb2_grpc as pb_grpc
 
@@ -27,6 +28,8 @@ __all__ = [
     "replica_of",
     "vehicle_spec",
     "vehicle_table",
+    "Recording",
+    "read_recording",
     "pb",
     "pb_grpc",
 ]

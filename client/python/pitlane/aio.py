@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Optional
 
@@ -247,6 +248,32 @@ class Client(_client._Api):
         """A controller for a vehicle (a ``Drive`` stream): ``async with client.drive(sid, car)
         as driver:``. The arguments are ``pitlane.Client.drive``'s."""
         return Driver(self, session_id, vehicle_id, on_disconnect)
+
+    async def download_recording(self, recording_id: str, path: str, *,
+                                 timeout_s: Optional[float] = None) -> int:
+        """As ``pitlane.Client.download_recording``."""
+        call = self.stub.DownloadRecording(
+            pb.DownloadRecordingRequest(recording_id=recording_id),
+            timeout=3600.0 if timeout_s is None else timeout_s)
+        written = 0
+        out = None
+        try:
+            async for piece in call:
+                if piece.offset != written:
+                    raise RuntimeError(f"download: a piece at {piece.offset}, expected {written}")
+                if out is None:
+                    out = open(path, "wb")  # pylint: disable=consider-using-with
+                out.write(piece.data)
+                written += len(piece.data)
+            if out is None:
+                out = open(path, "wb")  # pylint: disable=consider-using-with
+        except BaseException:
+            if out is not None:
+                out.close()
+                os.remove(path)
+            raise
+        out.close()
+        return written
 
     async def stream_states(
         self,

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import collections
+import os
 import queue
 import re
 import threading
@@ -893,6 +894,12 @@ class _Api:
         return self._unary(
             "ReplayRecording", pb.ReplayRecordingRequest(recording_id=recording_id))
 
+    def delete_recording(self, recording_id: str) -> int:
+        """Deletes a stopped recording's file; returns the bytes freed."""
+        return self._unary(
+            "DeleteRecording", pb.DeleteRecordingRequest(recording_id=recording_id),
+            lambda r: r.bytes_freed)
+
     def list_recordings(self) -> list[pb.RecordingInfo]:
         """The recordings of this server's run that the caller may see, newest first."""
         return self._unary(
@@ -1024,6 +1031,30 @@ class _Api:
         """Returns the current world state without advancing time."""
         return self._unary("GetState", pb.GetStateRequest(session_id=session_id),
                            lambda r: r.state)
+
+
+def _write_pieces(pieces, path: str) -> int:
+    """Writes a download's pieces to ``path`` (created at the first piece, or for an empty
+    file at the end); a failed download leaves no file. Returns the bytes written."""
+    written = 0
+    out = None
+    try:
+        for piece in pieces:
+            if piece.offset != written:
+                raise RuntimeError(f"download: a piece at {piece.offset}, expected {written}")
+            if out is None:
+                out = open(path, "wb")  # pylint: disable=consider-using-with
+            out.write(piece.data)
+            written += len(piece.data)
+        if out is None:
+            out = open(path, "wb")  # pylint: disable=consider-using-with
+    except BaseException:
+        if out is not None:
+            out.close()
+            os.remove(path)
+        raise
+    out.close()
+    return written
 
 
 class Client(_Api):
@@ -1160,6 +1191,15 @@ class Client(_Api):
             self._learn_token_for(session_id)
             metadata.append(("authorization", f"Bearer {self._bearer.token_for(session_id)}"))
         return Driver(self.stub, session_id, vehicle_id, on_disconnect, metadata=metadata)
+
+    def download_recording(self, recording_id: str, path: str, *,
+                           timeout_s: Optional[float] = None) -> int:
+        """Writes a recording's file (what it holds so far, if it is running) to ``path``;
+        returns its size in bytes. Read it with ``pitlane.read_recording(path)``."""
+        pieces = self.stub.DownloadRecording(
+            pb.DownloadRecordingRequest(recording_id=recording_id),
+            timeout=3600.0 if timeout_s is None else timeout_s)
+        return _write_pieces(iter(pieces), path)
 
     def stream_states(
         self,

@@ -1,0 +1,188 @@
+"""Reading a Pitlane recording (an MCAP file, docs/recording.md) into Python objects and arrays.
+
+    import pitlane
+    client.download_recording(recording_id, "run.mcap")
+    run = pitlane.read_recording("run.mcap")
+    run.header.session_id, len(run.commands)
+    run.hashes["tick"], run.hashes["state_hash"]        # every tick
+    run.states["x_m"][run.states["vehicle_id"] == 3]    # each telemetry frame's vehicles
+
+A small streaming MCAP reader written here from the public specification (https://mcap.dev):
+it reads a file's records in order, a file cut short up to its last whole record. Chunks
+compressed with zstd (the server's) need the ``zstandard`` package (``pip install
+pitlane-client[recordings]``); the arrays need numpy.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from pitlane.v1 import simulator_pb2 as pb
+
+_MAGIC = b"\x89MCAP0\r\n"
+_HEADER, _FOOTER, _SCHEMA, _CHANNEL, _MESSAGE, _CHUNK, _DATA_END = 1, 2, 3, 4, 5, 6, 15
+
+# The state columns read from /<session id>/world_state, per vehicle of each frame.
+STATE_COLUMNS = ("run", "tick", "sim_time_s", "vehicle_id", "x_m", "y_m", "yaw_rad",
+                 "speed_mps", "crashed")
+
+
+@dataclass
+class Recording:
+    """A recording as read: its own messages decoded, the telemetry's states as arrays."""
+
+    header: pb.RecordingHeader
+    commands: List[pb.RecordedCommand] = field(default_factory=list)
+    gaps: List[pb.RecordingGap] = field(default_factory=list)
+    end: Optional[pb.RecordingEnd] = None
+    # Every tick's hash: numpy arrays "run", "tick", "state_hash" (uint64).
+    hashes: Dict[str, Any] = field(default_factory=dict)
+    # One row per vehicle of each telemetry frame: numpy arrays named by STATE_COLUMNS.
+    states: Dict[str, Any] = field(default_factory=dict)
+    # The file ended before its summary (a server killed while recording).
+    truncated: bool = False
+    # Messages per topic.
+    counts: Dict[str, int] = field(default_factory=dict)
+
+
+class _Fields:
+    def __init__(self, data: bytes, offset: int = 0):
+        self.data, self.offset = data, offset
+
+    def take(self, fmt: str) -> Tuple:
+        size = struct.calcsize(fmt)
+        if self.offset + size > len(self.data):
+            raise ValueError("a record's fields run past its end")
+        values = struct.unpack_from(fmt, self.data, self.offset)
+        self.offset += size
+        return values
+
+    def bytes32(self) -> bytes:
+        (size,) = self.take("<I")
+        return self.bytes_n(size)
+
+    def bytes64(self) -> bytes:
+        (size,) = self.take("<Q")
+        return self.bytes_n(size)
+
+    def bytes_n(self, size: int) -> bytes:
+        if self.offset + size > len(self.data):
+            raise ValueError("a record's fields run past its end")
+        out = self.data[self.offset:self.offset + size]
+        self.offset += size
+        return out
+
+
+def _decompress(compression: str, data: bytes, size: int) -> bytes:
+    if compression == "":
+        return data
+    if compression == "zstd":
+        try:
+            import zstandard  # pylint: disable=import-outside-toplevel
+        except ImportError as missing:
+            raise ImportError("reading a recording's zstd chunks needs the zstandard package: "
+                              "pip install pitlane-client[recordings]") from missing
+        return zstandard.ZstdDecompressor().decompress(data, max_output_size=size)
+    raise ValueError(f"chunk compression {compression[:16]!r} is not zstd or none")
+
+
+def iter_messages(data: bytes, truncated: Optional[list] = None) -> Iterator[Tuple[str, bytes]]:
+    """(topic, message bytes) of every message of an MCAP file's contents, in file order.
+    Appends True to ``truncated`` if the file ends before its footer."""
+    if not data.startswith(_MAGIC):
+        raise ValueError("not an MCAP file: it does not begin with MCAP's magic")
+    channels: Dict[int, str] = {}
+
+    def records(block: bytes, start: int, in_chunk: bool) -> Iterator[Tuple[str, bytes]]:
+        offset = start
+        while offset < len(block):
+            if len(block) - offset < 9:
+                if in_chunk:
+                    raise ValueError("a record inside a chunk is cut short")
+                if truncated is not None:
+                    truncated.append(True)
+                return
+            opcode = block[offset]
+            (length,) = struct.unpack_from("<Q", block, offset + 1)
+            if length > len(block) - offset - 9:
+                if in_chunk:
+                    raise ValueError("a record inside a chunk runs past its end")
+                if truncated is not None:
+                    truncated.append(True)
+                return
+            body = block[offset + 9:offset + 9 + length]
+            offset += 9 + length
+            if opcode in (_DATA_END, _FOOTER) and not in_chunk:
+                return
+            fields = _Fields(body)
+            if opcode == _CHANNEL:
+                (channel_id, _schema_id) = fields.take("<HH")
+                channels[channel_id] = fields.bytes32().decode()
+            elif opcode == _MESSAGE:
+                (channel_id, _sequence, _log_time, _publish_time) = fields.take("<HIQQ")
+                if channel_id not in channels:
+                    raise ValueError(f"a message on channel {channel_id}, never defined")
+                yield channels[channel_id], body[fields.offset:]
+            elif opcode == _CHUNK and not in_chunk:
+                (_start, _end, size, crc) = fields.take("<QQQI")
+                compression = fields.bytes32().decode()
+                plain = _decompress(compression, fields.bytes64(), size)
+                if len(plain) != size:
+                    raise ValueError("a chunk does not decompress to the size it declares")
+                if crc != 0 and zlib.crc32(plain) != crc:
+                    raise ValueError("a chunk's CRC does not match its records")
+                yield from records(plain, 0, True)
+        if not in_chunk and truncated is not None:
+            truncated.append(True)
+
+    yield from records(data, len(_MAGIC), False)
+
+
+def read_recording(path: str) -> Recording:
+    """Reads the recording at ``path``."""
+    with open(path, "rb") as f:
+        data = f.read()
+    truncated: list = []
+    header: Optional[pb.RecordingHeader] = None
+    run = Recording(header=pb.RecordingHeader())
+    hash_rows: List[Tuple[int, int, int]] = []
+    state_rows: List[Tuple] = []
+    frame_run = 0
+    for topic, payload in iter_messages(data, truncated):
+        run.counts[topic] = run.counts.get(topic, 0) + 1
+        if topic == "/pitlane/session":
+            header = pb.RecordingHeader.FromString(payload)
+            run.header = header
+            frame_run = header.start_run
+        elif topic == "/pitlane/commands":
+            command = pb.RecordedCommand.FromString(payload)
+            run.commands.append(command)
+        elif topic == "/pitlane/state_hash":
+            hashed = pb.TickHash.FromString(payload)
+            hash_rows.append((hashed.run, hashed.tick, hashed.state_hash))
+            frame_run = hashed.run
+        elif topic == "/pitlane/gaps":
+            run.gaps.append(pb.RecordingGap.FromString(payload))
+        elif topic == "/pitlane/end":
+            run.end = pb.RecordingEnd.FromString(payload)
+        elif topic.endswith("/world_state"):
+            state = pb.WorldState.FromString(payload)
+            for vehicle in state.vehicles:
+                state_rows.append((frame_run, state.time.tick, state.time.sim_time_s,
+                                   vehicle.vehicle_id, vehicle.x_m, vehicle.y_m,
+                                   vehicle.yaw_rad, vehicle.speed_mps, vehicle.crashed))
+    if header is None:
+        raise ValueError("not a Pitlane recording: it has no /pitlane/session message")
+    run.truncated = bool(truncated)
+    import numpy as np  # pylint: disable=import-outside-toplevel  # Only for the arrays.
+    hashes = np.array(hash_rows, dtype=np.uint64).reshape(-1, 3)
+    run.hashes = {"run": hashes[:, 0], "tick": hashes[:, 1], "state_hash": hashes[:, 2]}
+    columns = list(zip(*state_rows)) if state_rows else [()] * len(STATE_COLUMNS)
+    types = (np.uint64, np.uint64, np.float64, np.uint64, np.float64, np.float64, np.float64,
+             np.float64, np.bool_)
+    run.states = {name: np.array(column, dtype=kind)
+                  for name, column, kind in zip(STATE_COLUMNS, columns, types)}
+    return run
