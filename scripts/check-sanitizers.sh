@@ -48,7 +48,7 @@ timed() {
 }
 
 asan_tests=(sim_test session_test api_test web_test record_test)
-fuzzers=(request_fuzzer scenario_fuzzer command_fuzzer)
+fuzzers=(request_fuzzer scenario_fuzzer command_fuzzer recording_fuzzer)
 timed "ASan+UBSan build" cmake --build build-fuzz -j2 --target "${asan_tests[@]}" "${fuzzers[@]}"
 timed "TSan build" cmake --build build-tsan -j2 --target session_test record_test
 # ctest gives each test its own timeout and a pass/fail summary line.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds (in build-fuzz/, clang, libFuzzer + ASan + UBSan) and runs one fuzzer for SECONDS
 # seconds on a copy of its seed corpus, then prints how many inputs it ran.
-#   scripts/fuzz.sh request_fuzzer|scenario_fuzzer|command_fuzzer SECONDS [libFuzzer flags]
+#   scripts/fuzz.sh request_fuzzer|scenario_fuzzer|command_fuzzer|recording_fuzzer SECONDS
+#                   [libFuzzer flags]
 # The copy lives in build-fuzz/corpus/TARGET/ and grows between runs; the repo's corpus
 # (fuzz/corpus/TARGET/, plus scenarios/*.textproto for scenario_fuzzer) is only read, unless
 # PITLANE_FUZZ_MERGE=1, which merges the new interesting inputs back into it (minimized).
@@ -10,14 +11,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 2 ]; then
-  echo "usage: $0 request_fuzzer|scenario_fuzzer|command_fuzzer SECONDS [libFuzzer flags]" >&2
+  echo "usage: $0 request_fuzzer|scenario_fuzzer|command_fuzzer|recording_fuzzer SECONDS" \
+    "[libFuzzer flags]" >&2
   exit 2
 fi
 target=$1
 seconds=$2
 shift 2
 case "$target" in
-  request_fuzzer|scenario_fuzzer|command_fuzzer) ;;
+  request_fuzzer|scenario_fuzzer|command_fuzzer|recording_fuzzer) ;;
   *) echo "fuzz.sh: unknown target $target" >&2; exit 2 ;;
 esac
 
@@ -40,6 +42,8 @@ done
 # there); binary requests and command sequences stay small.
 max_len=4096
 if [ "$target" = scenario_fuzzer ]; then max_len=16384; fi
+# A recording's seeds are whole small files.
+if [ "$target" = recording_fuzzer ]; then max_len=65536; fi
 extra=()
 # command_fuzzer's inputs reach tens of thousands of coverage features, and libFuzzer's
 # entropic scheduler then spends most of its time re-weighting them (57 % of the run under

@@ -128,12 +128,20 @@ absl::StatusOr<ReplayOutcome> ReplayRecordingFile(const std::string& path,
 
   ReplayOutcome outcome;
   std::uint64_t run = header.start_run();
+  // The tick the next recorded hash must be of: one after another, from the start (a reset
+  // starts again at 1). A file whose hashes skip ticks (edited: a gap is recorded as such)
+  // is re-simulated up to the skip, no further.
+  std::uint64_t next_hash_tick = header.start_tick() + 1;
   absl::Status failure;  // A session error (closed), not a divergence.
   // Steps the session through the recorded hashes queued so far, in Steps it allows.
   const auto flush = [&]() -> bool {
     const std::optional<std::uint64_t> target = checker->last_tick();
     if (!target.has_value()) return true;
     while (session.Now().tick < *target) {
+      if (cancel.load(std::memory_order_relaxed)) {
+        failure = absl::CancelledError("the re-simulation was cancelled (the server stops)");
+        return false;
+      }
       const std::uint64_t now = session.Now().tick;
       const auto ticks = static_cast<std::uint32_t>(
           std::min<std::uint64_t>(*target - now, session.max_ticks_per_step()));
@@ -167,6 +175,14 @@ absl::StatusOr<ReplayOutcome> ReplayRecordingFile(const std::string& path,
                 "/pitlane/state_hash: message ", message.sequence, " is of run ", hash.run(),
                 " after commands of run ", run, " (a reset is missing)"));
           }
+          if (hash.tick() != next_hash_tick) {
+            if (!flush()) return StopReading();
+            outcome.stopped_reason = absl::StrCat(
+                "the recording's state hashes go from tick ", next_hash_tick - 1, " to tick ",
+                hash.tick(), " (an edited file?): re-simulated up to tick ", next_hash_tick - 1);
+            return StopReading();
+          }
+          ++next_hash_tick;
           checker->Expect(hash.run(), hash.tick(), hash.state_hash());
           if (checker->pending() >= kReplayBatchTicks && !flush()) return StopReading();
           return absl::OkStatus();
@@ -208,7 +224,10 @@ absl::StatusOr<ReplayOutcome> ReplayRecordingFile(const std::string& path,
             return StopReading();
           }
           ++outcome.commands_applied;
-          if (std::holds_alternative<session::ResetCommand>(command->command)) ++run;
+          if (std::holds_alternative<session::ResetCommand>(command->command)) {
+            ++run;
+            next_hash_tick = 1;
+          }
           return absl::OkStatus();
         }
         if (channel.topic == kRecordingGapsTopic) {
@@ -222,8 +241,14 @@ absl::StatusOr<ReplayOutcome> ReplayRecordingFile(const std::string& path,
           return StopReading();
         }
         return absl::OkStatus();
-      });
-  if (!read.ok() && !IsStopReading(read.status())) return read.status();
+      },
+      {.cancel = &cancel});
+  if (!read.ok() && !IsStopReading(read.status())) {
+    if (cancel.load() && absl::IsCancelled(read.status())) {
+      return absl::CancelledError("the re-simulation was cancelled (the server stops)");
+    }
+    return read.status();
+  }
   if (read.ok()) {
     flush();
     if (read->truncated && outcome.stopped_reason.empty() && !outcome.divergence.has_value()) {

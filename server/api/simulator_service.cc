@@ -1955,13 +1955,18 @@ namespace {
 // descriptor opened when the call started: a recording deleted meanwhile is still sent whole.
 class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  static constexpr std::size_t kPieceBytes = 1 << 20;
+  // A piece and its message's other fields fit the smallest --max_send_message_mib (1).
+  static constexpr std::size_t kPieceBytes = (1 << 20) - 64;
 
-  DownloadReactor(int fd, std::uint64_t offset, std::uint64_t size, RpcCounts& rpcs)
-      : fd_(fd), offset_(offset), size_(size), rpcs_(rpcs) {
+  DownloadReactor(int fd, std::uint64_t offset, std::uint64_t size, RpcCounts& rpcs,
+                  std::atomic<int>& open)
+      : fd_(fd), offset_(offset), size_(size), rpcs_(rpcs), open_(open) {
     Next();
   }
-  ~DownloadReactor() override { close(fd_); }
+  ~DownloadReactor() override {
+    close(fd_);
+    open_.fetch_sub(1);
+  }
 
   void OnWriteDone(bool ok) override {
     if (!ok) return End(absl::CancelledError("the client went away"));
@@ -2001,6 +2006,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   std::uint64_t offset_;
   const std::uint64_t size_;
   RpcCounts& rpcs_;
+  std::atomic<int>& open_;  // Downloads open on the server, this one among them.
   grpc::ByteBuffer piece_;
 };
 
@@ -2030,17 +2036,24 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* SimulatorService::DownloadRecording(
     const absl::StatusOr<record::RecordingInfo> info = recordings->Get(request.recording_id());
     if (!info.ok()) return NoSuchRecording();
     RETURN_IF_ERROR(MayAccessRecording(caller, *info, auth::Need::kRead));
-    fd = open(info->path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (downloads_open_.fetch_add(1) >= kMaxDownloads) {
+      downloads_open_.fetch_sub(1);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this server sends at most ", kMaxDownloads, " recordings at once: retry shortly"));
+    }
+    fd = open(info->path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     struct stat file {};
     if (fd < 0 || fstat(fd, &file) != 0) {
       if (fd >= 0) close(fd);
       fd = -1;
+      downloads_open_.fetch_sub(1);
       return absl::NotFoundError("recording_id: the recording's file is gone from --record_dir");
     }
     size = static_cast<std::uint64_t>(file.st_size);
     if (request.offset() > size) {
       close(fd);
       fd = -1;
+      downloads_open_.fetch_sub(1);
       return absl::InvalidArgumentError(
           absl::StrCat("offset: past the file's end (", size, " bytes), got ", request.offset()));
     }
@@ -2048,7 +2061,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* SimulatorService::DownloadRecording(
     return absl::OkStatus();
   });
   if (!status.ok()) return new Failed(status, rpcs_);
-  return new DownloadReactor(fd, offset, size, rpcs_);
+  return new DownloadReactor(fd, offset, size, rpcs_, downloads_open_);
 }
 
 }  // namespace pitlane::api

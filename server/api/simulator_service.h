@@ -251,6 +251,9 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   std::vector<Replay> replays_ ABSL_GUARDED_BY(replays_mu_);
   int replays_running_ ABSL_GUARDED_BY(replays_mu_) = 0;
   std::atomic<bool> replays_cancelled_{false};
+  // DownloadRecording streams open at once (each holds a file and a piece in flight).
+  static constexpr int kMaxDownloads = 8;
+  std::atomic<int> downloads_open_{0};
   RpcCounts rpcs_;
   absl::Mutex streams_mu_;
   // The open streams by the id of the token they were opened with.

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/record/crc32.h"
 #include "server/record/mcap_format.h"
+#include "server/util/status_macros.h"
 #include "zstd.h"
 
 namespace pitlane::record {
@@ -113,6 +114,9 @@ class Reader {
 
   absl::Status Record(std::uint8_t opcode, absl::string_view body, std::size_t offset,
                       bool in_chunk) {
+    if (options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed)) {
+      return absl::CancelledError("the read was cancelled");
+    }
     Fields fields(body);
     switch (opcode) {
       case kSchema: {
@@ -122,6 +126,7 @@ class Reader {
           return Corrupt("schema", offset, "its fields run past its end");
         }
         if (schema.id == 0) return Corrupt("schema", offset, "id 0 is reserved");
+        RETURN_IF_ERROR(Keep(body.size(), "schema", offset));
         schemas_[schema.id] = std::move(schema);
         return absl::OkStatus();
       }
@@ -145,6 +150,7 @@ class Reader {
           return Corrupt("channel", offset,
                          absl::StrCat("schema ", channel.schema_id, " is not defined before it"));
         }
+        RETURN_IF_ERROR(Keep(body.size(), "channel", offset));
         channels_[channel.id] = std::move(channel);
         return absl::OkStatus();
       }
@@ -155,6 +161,9 @@ class Reader {
           return Corrupt("message", offset, "its fields run past its end");
         }
         message.data = fields.rest();
+        if (message.data.size() > kMaxMessageBytes) {
+          return Corrupt("message", offset, "larger than 1 GiB");
+        }
         const auto channel = channels_.find(message.channel_id);
         if (channel == channels_.end()) {
           return Corrupt("message", offset,
@@ -198,6 +207,12 @@ class Reader {
       }
       plain = records;
     } else if (compression == "zstd") {
+      // The frame must say the size the chunk declares (before that much is allocated).
+      const unsigned long long framed = ZSTD_getFrameContentSize(records.data(), records.size());
+      if (framed != uncompressed_size) {
+        return Corrupt("chunk", offset,
+                       "its zstd frame does not declare the size the chunk declares");
+      }
       buffer_.resize(static_cast<std::size_t>(uncompressed_size));
       const std::size_t size =
           ZSTD_decompress(buffer_.data(), buffer_.size(), records.data(), records.size());
@@ -237,12 +252,25 @@ class Reader {
     return absl::OkStatus();
   }
 
+  // Counts a schema's or channel's bytes against options_.max_schema_bytes.
+  absl::Status Keep(std::size_t bytes, absl::string_view what, std::size_t offset) {
+    kept_ += bytes;
+    if (kept_ > options_.max_schema_bytes) {
+      return Corrupt(what, offset,
+                     absl::StrCat("the file's schemas and channels pass ",
+                                  options_.max_schema_bytes, " bytes"));
+    }
+    return absl::OkStatus();
+  }
+
+  static constexpr std::size_t kMaxMessageBytes = std::size_t{1} << 30;
   const McapMessageCallback& on_message_;
   const McapReadOptions& options_;
   absl::flat_hash_map<std::uint16_t, McapSchema> schemas_;
   absl::flat_hash_map<std::uint16_t, McapChannel> channels_;
   std::string buffer_;
   std::uint64_t messages_ = 0;
+  std::uint64_t kept_ = 0;
 };
 
 }  // namespace
@@ -256,7 +284,8 @@ absl::StatusOr<McapReadSummary> ReadMcap(absl::string_view bytes,
 absl::StatusOr<McapReadSummary> ReadMcapFile(const std::string& path,
                                              const McapMessageCallback& on_message,
                                              const McapReadOptions& options) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Not a FIFO that would block the open, not a link out of the directory.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   if (fd < 0) {
     const int error = errno;
     const std::string why = absl::StrCat(path, ": ", std::strerror(error));

@@ -9,6 +9,7 @@
 #ifndef PITLANE_SERVER_RECORD_MCAP_READER_H_
 #define PITLANE_SERVER_RECORD_MCAP_READER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -43,6 +44,10 @@ struct McapMessage {
 struct McapReadOptions {
   // A chunk that declares more uncompressed bytes is refused.
   std::uint64_t max_chunk_bytes = std::uint64_t{256} << 20;
+  // Schemas and channels kept (their bytes, all of them); a file with more is refused.
+  std::uint64_t max_schema_bytes = std::uint64_t{64} << 20;
+  // When set and true, the read stops (Cancelled) at the next record.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // How a read ended.

@@ -114,6 +114,18 @@ TEST(McapReader, CorruptFilesAreRefusedNamingTheRecord) {
                   .message(),
               HasSubstr("uncompressed bytes, more than this reader takes"));
 
+  // Schemas and channels are kept while the file is read: their bytes are bounded.
+  EXPECT_THAT(Read(Written(McapCompression::kZstd, 10, nullptr), seen, {.max_schema_bytes = 40})
+                  .status()
+                  .message(),
+              HasSubstr("schemas and channels pass 40 bytes"));
+  // A cancelled read stops at the next record.
+  const std::atomic<bool> cancelled{true};
+  EXPECT_EQ(Read(Written(McapCompression::kZstd, 10, nullptr), seen, {.cancel = &cancelled})
+                .status()
+                .code(),
+            absl::StatusCode::kCancelled);
+
   // Random bytes after the magic and header: refused or read, never a crash.
   std::mt19937_64 random(11);
   const std::string good = Written(McapCompression::kZstd, 30, nullptr);

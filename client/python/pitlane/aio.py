@@ -254,25 +254,24 @@ class Client(_client._Api):
         """As ``pitlane.Client.download_recording``."""
         call = self.stub.DownloadRecording(
             pb.DownloadRecordingRequest(recording_id=recording_id),
-            timeout=3600.0 if timeout_s is None else timeout_s)
+            timeout=86400.0 if timeout_s is None else timeout_s,
+            metadata=await self._stream_metadata(None))
         written = 0
-        out = None
+        part = path + ".part"
         try:
-            async for piece in call:
-                if piece.offset != written:
-                    raise RuntimeError(f"download: a piece at {piece.offset}, expected {written}")
-                if out is None:
-                    out = open(path, "wb")  # pylint: disable=consider-using-with
-                out.write(piece.data)
-                written += len(piece.data)
-            if out is None:
-                out = open(path, "wb")  # pylint: disable=consider-using-with
+            with open(part, "wb") as out:
+                async for piece in call:
+                    if piece.offset != written:
+                        raise RuntimeError(
+                            f"download: a piece at {piece.offset}, expected {written}")
+                    out.write(piece.data)
+                    written += len(piece.data)
         except BaseException:
-            if out is not None:
-                out.close()
-                os.remove(path)
+            call.cancel()
+            with contextlib.suppress(OSError):
+                os.remove(part)
             raise
-        out.close()
+        os.replace(part, path)
         return written
 
     async def stream_states(

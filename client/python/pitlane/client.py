@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import queue
 import re
@@ -1033,30 +1034,6 @@ class _Api:
                            lambda r: r.state)
 
 
-def _write_pieces(pieces, path: str) -> int:
-    """Writes a download's pieces to ``path`` (created at the first piece, or for an empty
-    file at the end); a failed download leaves no file. Returns the bytes written."""
-    written = 0
-    out = None
-    try:
-        for piece in pieces:
-            if piece.offset != written:
-                raise RuntimeError(f"download: a piece at {piece.offset}, expected {written}")
-            if out is None:
-                out = open(path, "wb")  # pylint: disable=consider-using-with
-            out.write(piece.data)
-            written += len(piece.data)
-        if out is None:
-            out = open(path, "wb")  # pylint: disable=consider-using-with
-    except BaseException:
-        if out is not None:
-            out.close()
-            os.remove(path)
-        raise
-    out.close()
-    return written
-
-
 class Client(_Api):
     """A connection to one Pitlane server.
 
@@ -1194,12 +1171,29 @@ class Client(_Api):
 
     def download_recording(self, recording_id: str, path: str, *,
                            timeout_s: Optional[float] = None) -> int:
-        """Writes a recording's file (what it holds so far, if it is running) to ``path``;
-        returns its size in bytes. Read it with ``pitlane.read_recording(path)``."""
-        pieces = self.stub.DownloadRecording(
+        """Writes a recording's file (what it holds so far, if it is running) to ``path``
+        (through ``path + ".part"``: a failed download leaves ``path`` as it was); returns its
+        size in bytes. Read it with ``pitlane.read_recording(path)``."""
+        call = self.stub.DownloadRecording(
             pb.DownloadRecordingRequest(recording_id=recording_id),
-            timeout=3600.0 if timeout_s is None else timeout_s)
-        return _write_pieces(iter(pieces), path)
+            timeout=86400.0 if timeout_s is None else timeout_s)
+        written = 0
+        part = path + ".part"  # An existing file at `path` stays until the download is whole.
+        try:
+            with open(part, "wb") as out:
+                for piece in call:
+                    if piece.offset != written:
+                        raise RuntimeError(
+                            f"download: a piece at {piece.offset}, expected {written}")
+                    out.write(piece.data)
+                    written += len(piece.data)
+        except BaseException:
+            call.cancel()
+            with contextlib.suppress(OSError):
+                os.remove(part)
+            raise
+        os.replace(part, path)
+        return written
 
     def stream_states(
         self,

@@ -23,6 +23,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from pitlane.v1 import simulator_pb2 as pb
 
 _MAGIC = b"\x89MCAP0\r\n"
+_MAX_CHUNK_BYTES = 256 << 20  # As the server's reader.
 _HEADER, _FOOTER, _SCHEMA, _CHANNEL, _MESSAGE, _CHUNK, _DATA_END = 1, 2, 3, 4, 5, 6, 15
 
 # The state columns read from /<session id>/world_state, per vehicle of each frame.
@@ -85,18 +86,23 @@ def _decompress(compression: str, data: bytes, size: int) -> bytes:
         except ImportError as missing:
             raise ImportError("reading a recording's zstd chunks needs the zstandard package: "
                               "pip install pitlane-client[recordings]") from missing
-        return zstandard.ZstdDecompressor().decompress(data, max_output_size=size)
+        # The frame must say the size the chunk declares (the server's always do), so that a
+        # chunk cannot expand beyond it.
+        if size > _MAX_CHUNK_BYTES or zstandard.frame_content_size(data) != size:
+            raise ValueError("a zstd chunk's frame does not hold the size the chunk declares")
+        return zstandard.ZstdDecompressor().decompress(data)
     raise ValueError(f"chunk compression {compression[:16]!r} is not zstd or none")
 
 
-def iter_messages(data: bytes, truncated: Optional[list] = None) -> Iterator[Tuple[str, bytes]]:
-    """(topic, message bytes) of every message of an MCAP file's contents, in file order.
-    Appends True to ``truncated`` if the file ends before its footer."""
+def iter_messages(data: bytes,
+                  truncated: Optional[list] = None) -> Iterator[Tuple[str, int, bytes]]:
+    """(topic, log time in ns, message bytes) of every message of an MCAP file's contents, in
+    file order. Appends True to ``truncated`` if the file ends before its footer."""
     if not data.startswith(_MAGIC):
         raise ValueError("not an MCAP file: it does not begin with MCAP's magic")
     channels: Dict[int, str] = {}
 
-    def records(block: bytes, start: int, in_chunk: bool) -> Iterator[Tuple[str, bytes]]:
+    def records(block: bytes, start: int, in_chunk: bool) -> Iterator[Tuple[str, int, bytes]]:
         offset = start
         while offset < len(block):
             if len(block) - offset < 9:
@@ -122,10 +128,10 @@ def iter_messages(data: bytes, truncated: Optional[list] = None) -> Iterator[Tup
                 (channel_id, _schema_id) = fields.take("<HH")
                 channels[channel_id] = fields.bytes32().decode()
             elif opcode == _MESSAGE:
-                (channel_id, _sequence, _log_time, _publish_time) = fields.take("<HIQQ")
+                (channel_id, _sequence, log_time, _publish_time) = fields.take("<HIQQ")
                 if channel_id not in channels:
                     raise ValueError(f"a message on channel {channel_id}, never defined")
-                yield channels[channel_id], body[fields.offset:]
+                yield channels[channel_id], log_time, body[fields.offset:]
             elif opcode == _CHUNK and not in_chunk:
                 (_start, _end, size, crc) = fields.take("<QQQI")
                 compression = fields.bytes32().decode()
@@ -150,26 +156,31 @@ def read_recording(path: str) -> Recording:
     run = Recording(header=pb.RecordingHeader())
     hash_rows: List[Tuple[int, int, int]] = []
     state_rows: List[Tuple] = []
-    frame_run = 0
-    for topic, payload in iter_messages(data, truncated):
+    # A frame and the hash of its tick share their time: its run is the hash's (or the next,
+    # for the first frame of a reset's world, at the time of the last tick before it).
+    hash_at: Dict[int, Tuple[int, int]] = {}
+    for topic, log_time, payload in iter_messages(data, truncated):
         run.counts[topic] = run.counts.get(topic, 0) + 1
         if topic == "/pitlane/session":
             header = pb.RecordingHeader.FromString(payload)
             run.header = header
-            frame_run = header.start_run
         elif topic == "/pitlane/commands":
             command = pb.RecordedCommand.FromString(payload)
             run.commands.append(command)
         elif topic == "/pitlane/state_hash":
             hashed = pb.TickHash.FromString(payload)
             hash_rows.append((hashed.run, hashed.tick, hashed.state_hash))
-            frame_run = hashed.run
+            hash_at[log_time] = (hashed.run, hashed.tick)
         elif topic == "/pitlane/gaps":
             run.gaps.append(pb.RecordingGap.FromString(payload))
         elif topic == "/pitlane/end":
             run.end = pb.RecordingEnd.FromString(payload)
         elif topic.endswith("/world_state"):
             state = pb.WorldState.FromString(payload)
+            frame_run = header.start_run if header is not None else 0
+            if log_time in hash_at:
+                hash_run, hash_tick = hash_at[log_time]
+                frame_run = hash_run if hash_tick == state.time.tick else hash_run + 1
             for vehicle in state.vehicles:
                 state_rows.append((frame_run, state.time.tick, state.time.sim_time_s,
                                    vehicle.vehicle_id, vehicle.x_m, vehicle.y_m,
