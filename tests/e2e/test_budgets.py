@@ -14,7 +14,7 @@ import pytest
 
 import pitlane
 from pitlane.v1 import simulator_pb2 as pb
-from conftest import RawHttp2Client, running_server
+from conftest import RawHttp2Client, ServerProcess, running_server
 
 FOUR_GIB = 4194304 * 1024
 BUDGET = 100_000  # --max_contacts_per_tick's default.
@@ -190,8 +190,13 @@ def test_running_out_of_memory_ends_one_call_with_a_clear_status():
     # An exception in a handler (std::bad_alloc) once reached the client as UNIMPLEMENTED with
     # an empty message. Here the server gets 256 MiB of address space beyond what it takes at
     # start, and one session grows until an allocation fails.
-    with running_server() as probe:
+    # The probe with one malloc arena as the limited server has (each arena a thread opens
+    # reserves 64 MiB of address space: how many it had opened would decide the headroom).
+    probe = ServerProcess(env={"MALLOC_ARENA_MAX": "1"})
+    try:
         limit = proc_status_bytes(probe, "VmSize") + (256 << 20)
+    finally:
+        assert probe.stop() == 0
     with running_server("--max_vehicles_per_session=1000000",
                         address_space_bytes=limit) as server:
         with pitlane.Client(server.address, timeout_s=60.0) as client:
