@@ -1722,6 +1722,16 @@ absl::StatusOr<record::Recordings*> SimulatorService::RecordingsOn() const {
   return recordings_;
 }
 
+absl::StatusOr<record::RecordingInfo> SimulatorService::RecordingFor(
+    const Caller& caller, absl::string_view recording_id, auth::Need need) {
+  ASSIGN_OR_RETURN(record::Recordings* const recordings, RecordingsOn());
+  if (recording_id.empty()) return absl::InvalidArgumentError("recording_id: required");
+  absl::StatusOr<record::RecordingInfo> info = recordings->Get(recording_id);
+  if (!info.ok()) return NoSuchRecording();
+  RETURN_IF_ERROR(MayAccessRecording(caller, *info, need));
+  return info;
+}
+
 absl::Status SimulatorService::MayAccessRecording(const Caller& caller,
                                                   const record::RecordingInfo& info,
                                                   auth::Need need) const {
@@ -1765,12 +1775,7 @@ grpc::ServerUnaryReactor* SimulatorService::StopRecording(grpc::CallbackServerCo
       context, *raw_request, raw_response, access_, rpcs_,
       [&](const Caller& caller, const v1::StopRecordingRequest* request, v1::StopRecordingResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(record::Recordings* const recordings, RecordingsOn());
-    if (request->recording_id().empty()) {
-      return absl::InvalidArgumentError("recording_id: required");
-    }
-    const absl::StatusOr<record::RecordingInfo> found = recordings->Get(request->recording_id());
-    if (!found.ok()) return NoSuchRecording();
-    RETURN_IF_ERROR(MayAccessRecording(caller, *found, auth::Need::kOwn));
+    RETURN_IF_ERROR(RecordingFor(caller, request->recording_id(), auth::Need::kOwn).status());
     ASSIGN_OR_RETURN(const record::RecordingInfo info, recordings->Stop(request->recording_id()));
     RecordingToProto(info, response->mutable_recording());
     Audit(context->peer(), "recording.stop",
@@ -1810,11 +1815,9 @@ grpc::ServerUnaryReactor* SimulatorService::ReplayRecording(grpc::CallbackServer
     ASSIGN_OR_RETURN(const Caller caller, access_.Authenticate(*context));
     v1::ReplayRecordingRequest request;
     RETURN_IF_ERROR(ParseRequest(*raw_request, request));
-    ASSIGN_OR_RETURN(record::Recordings* const recordings, RecordingsOn());
-    if (request.recording_id().empty()) return absl::InvalidArgumentError("recording_id: required");
-    const absl::StatusOr<record::RecordingInfo> info = recordings->Get(request.recording_id());
-    if (!info.ok()) return NoSuchRecording();
-    RETURN_IF_ERROR(MayAccessRecording(caller, *info, auth::Need::kOwn));
+    ASSIGN_OR_RETURN(const record::RecordingInfo recording,
+                     RecordingFor(caller, request.recording_id(), auth::Need::kOwn));
+    const record::RecordingInfo* const info = &recording;
     if (!info->progress.ended) {
       return absl::FailedPreconditionError(
           "recording_id: the recording is still running: stop it first");
@@ -1935,12 +1938,7 @@ grpc::ServerUnaryReactor* SimulatorService::DeleteRecording(grpc::CallbackServer
       context, *raw_request, raw_response, access_, rpcs_,
       [&](const Caller& caller, const v1::DeleteRecordingRequest* request, v1::DeleteRecordingResponse* response) -> absl::Status {
     ASSIGN_OR_RETURN(record::Recordings* const recordings, RecordingsOn());
-    if (request->recording_id().empty()) {
-      return absl::InvalidArgumentError("recording_id: required");
-    }
-    const absl::StatusOr<record::RecordingInfo> found = recordings->Get(request->recording_id());
-    if (!found.ok()) return NoSuchRecording();
-    RETURN_IF_ERROR(MayAccessRecording(caller, *found, auth::Need::kOwn));
+    RETURN_IF_ERROR(RecordingFor(caller, request->recording_id(), auth::Need::kOwn).status());
     ASSIGN_OR_RETURN(const std::uint64_t freed, recordings->Delete(request->recording_id()));
     response->set_bytes_freed(freed);
     Audit(context->peer(), "recording.delete",
@@ -2029,13 +2027,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* SimulatorService::DownloadRecording(
     ASSIGN_OR_RETURN(const Caller caller, access_.Authenticate(*context));
     v1::DownloadRecordingRequest request;
     RETURN_IF_ERROR(ParseRequest(*raw_request, request));
-    ASSIGN_OR_RETURN(record::Recordings* const recordings, RecordingsOn());
-    if (request.recording_id().empty()) {
-      return absl::InvalidArgumentError("recording_id: required");
-    }
-    const absl::StatusOr<record::RecordingInfo> info = recordings->Get(request.recording_id());
-    if (!info.ok()) return NoSuchRecording();
-    RETURN_IF_ERROR(MayAccessRecording(caller, *info, auth::Need::kRead));
+    ASSIGN_OR_RETURN(const record::RecordingInfo recording,
+                     RecordingFor(caller, request.recording_id(), auth::Need::kRead));
+    const record::RecordingInfo* const info = &recording;
     if (downloads_open_.fetch_add(1) >= kMaxDownloads) {
       downloads_open_.fetch_sub(1);
       return absl::ResourceExhaustedError(absl::StrCat(

@@ -222,6 +222,12 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   absl::Status MayAccessRecording(const Caller& caller, const record::RecordingInfo& info,
                                   auth::Need need) const;
   absl::StatusOr<record::Recordings*> RecordingsOn() const;
+  // The recording `recording_id` for `caller` to do what `need` says: FailedPrecondition
+  // without --record_dir, InvalidArgument for an empty id, the same NotFound for a recording
+  // that does not exist as for one the caller may not see.
+  absl::StatusOr<record::RecordingInfo> RecordingFor(const Caller& caller,
+                                                    absl::string_view recording_id,
+                                                    auth::Need need);
 
   // Ends the streams opened with the tokens of `token_ids` (they were revoked).
   void EndStreams(const std::vector<std::string>& token_ids);
