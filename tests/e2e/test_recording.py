@@ -248,6 +248,17 @@ def test_recording_errors_name_their_field(tmp_path):
             client.delete_recording(running_one.recording_id)
         assert still.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         done_one = client.stop_recording(running_one.recording_id)
+        # A download resumes from an offset; past the file's end is refused, naming it.
+        whole = (tmp_path / f"{running_one.recording_id}.mcap").read_bytes()
+        resumed = b"".join(piece.data for piece in client.stub.DownloadRecording(
+            pitlane.pb.DownloadRecordingRequest(recording_id=running_one.recording_id,
+                                                offset=1000)))
+        assert resumed == whole[1000:]
+        with pytest.raises(grpc.RpcError) as past:
+            list(client.stub.DownloadRecording(pitlane.pb.DownloadRecordingRequest(
+                recording_id=running_one.recording_id, offset=len(whole) + 1)))
+        assert past.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert past.value.details().startswith("offset: past the file's end")
         assert client.delete_recording(running_one.recording_id) == done_one.bytes
         assert not (tmp_path / f"{running_one.recording_id}.mcap").exists()
         for call in (client.delete_recording, client.replay_recording):
