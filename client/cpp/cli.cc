@@ -19,6 +19,12 @@
 //                                drives a car through Drive with constant controls for N
 //                                observations (a BARRIER or REALTIME session moves on its
 //                                own); prints the last tick and the car's speed
+//   record SESSION [--telemetry_rate_hz=HZ] [--max_mib=MIB] [--max_s=S]
+//                                starts recording a session; prints the recording's id
+//   stop-recording RECORDING     stops it; prints its ticks and bytes
+//   recordings                   the recordings: id, session, state, ticks, seconds, bytes
+//   fetch RECORDING [--out=FILE] downloads it (to RECORDING.mcap by default); prints the path
+//   rm-recording RECORDING       deletes a stopped recording's file
 //
 // Exit codes: 0 done; 1 the server refused or could not be reached (the message says why);
 // 2 a bad command line.
@@ -63,6 +69,10 @@ ABSL_FLAG(std::string, role, "", "token: owner, driver or viewer.");
 ABSL_FLAG(uint64_t, vehicle, 0, "token: the car of a driver token; drive: the car to drive.");
 ABSL_FLAG(double, accel, 0.0, "drive: acceleration, m/s².");
 ABSL_FLAG(double, steer, 0.0, "drive: steering angle, radians.");
+ABSL_FLAG(double, telemetry_rate_hz, 0.0, "record: telemetry frames a second (0: the server's default).");
+ABSL_FLAG(uint64_t, max_mib, 0, "record: size limit, MiB (0: the server's default).");
+ABSL_FLAG(double, max_s, 0.0, "record: duration limit, simulated seconds (0: the server's default).");
+ABSL_FLAG(std::string, out, "", "fetch: where to write the file (default RECORDING.mcap).");
 
 namespace {
 
@@ -213,19 +223,63 @@ int Drive(pitlane::Client& client, const std::string& session_id) {
   return Failed(status.ok() ? absl::UnavailableError("the Drive stream ended early") : status);
 }
 
+std::string RecordingStateName(pitlane::v1::RecordingState state) {
+  absl::string_view name = pitlane::v1::RecordingState_Name(state);
+  absl::ConsumePrefix(&name, "RECORDING_STATE_");
+  return absl::AsciiStrToLower(name);
+}
+
+int Record(pitlane::Client& client, const std::string& session_id) {
+  pitlane::v1::RecordingOptions options;
+  if (const double rate = absl::GetFlag(FLAGS_telemetry_rate_hz); rate != 0.0) {
+    options.set_telemetry_rate_hz(rate);
+  }
+  if (const std::uint64_t mib = absl::GetFlag(FLAGS_max_mib); mib != 0) {
+    if (mib > (std::uint64_t{1} << 40)) return Usage("--max_mib: at most 2^40");
+    options.set_max_bytes(mib << 20);
+  }
+  if (const double seconds = absl::GetFlag(FLAGS_max_s); seconds != 0.0) {
+    options.set_max_duration_s(seconds);
+  }
+  absl::StatusOr<pitlane::v1::RecordingInfo> recording =
+      client.StartRecording(session_id, options);
+  if (!recording.ok()) return Failed(recording.status());
+  std::printf("%s\n", recording->recording_id().c_str());
+  return 0;
+}
+
+int Recordings(pitlane::Client& client) {
+  absl::StatusOr<std::vector<pitlane::v1::RecordingInfo>> recordings = client.ListRecordings();
+  if (!recordings.ok()) return Failed(recordings.status());
+  std::printf("%-30s %-30s %-9s %10s %9s %12s\n", "RECORDING", "SESSION", "STATE", "TICKS",
+              "SECONDS", "BYTES");
+  for (const pitlane::v1::RecordingInfo& recording : *recordings) {
+    std::printf("%-30s %-30s %-9s %10llu %9.1f %12llu\n", recording.recording_id().c_str(),
+                recording.session_id().c_str(), RecordingStateName(recording.state()).c_str(),
+                static_cast<unsigned long long>(recording.ticks()), recording.duration_s(),
+                static_cast<unsigned long long>(recording.bytes()));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Pitlane from the command line.\n"
       "Usage: pitlane [--address=HOST:PORT] [--token_file=FILE] COMMAND [SESSION] [flags]\n"
-      "Commands: health, ls, create, rm, reset, spawn, step, watch, token, drive (see "
-      "client/cpp/cli.cc).");
+      "Commands: health, ls, create, rm, reset, spawn, step, watch, token, drive, record, "
+      "stop-recording, recordings, fetch, rm-recording (see client/cpp/cli.cc).");
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() < 2) return Usage("name a command: health, ls, create, rm, reset, spawn, step, watch, token, drive");
+  if (args.size() < 2) {
+    return Usage(
+        "name a command: health, ls, create, rm, reset, spawn, step, watch, token, drive, "
+        "record, stop-recording, recordings, fetch, rm-recording");
+  }
   const std::string command = args[1];
   static const auto* const kCommands = new std::vector<std::string>{
-      "health", "ls", "create", "rm", "reset", "spawn", "step", "watch", "token", "drive"};
+      "health", "ls",     "create", "rm",    "reset",          "spawn",      "step", "watch",
+      "token",  "drive", "record", "stop-recording", "recordings", "fetch", "rm-recording"};
   if (std::find(kCommands->begin(), kCommands->end(), command) == kCommands->end()) {
     return Usage("unknown command \"" + command + "\"");
   }
@@ -253,8 +307,13 @@ int main(int argc, char** argv) {
   if (!connected.ok()) return Usage(std::string(connected.status().message()));
   pitlane::Client& client = **connected;
 
-  const bool needs_session = command != "health" && command != "ls" && command != "create";
-  if (needs_session && args.size() != 3) return Usage(command + ": name one SESSION");
+  const bool needs_session = command != "health" && command != "ls" && command != "create" &&
+                             command != "recordings";
+  const bool on_recording =
+      command == "stop-recording" || command == "fetch" || command == "rm-recording";
+  if (needs_session && args.size() != 3) {
+    return Usage(command + (on_recording ? ": name one RECORDING" : ": name one SESSION"));
+  }
   if (!needs_session && args.size() != 2) return Usage(command + ": takes no arguments");
   const std::string session_id = needs_session ? args[2] : "";
 
@@ -287,5 +346,33 @@ int main(int argc, char** argv) {
   if (command == "watch") return Watch(client, session_id);
   if (command == "token") return Token(client, session_id);
   if (command == "drive") return Drive(client, session_id);
+  if (command == "record") return Record(client, session_id);
+  if (command == "recordings") return Recordings(client);
+  const std::string& recording_id = session_id;
+  if (command == "stop-recording") {
+    absl::StatusOr<pitlane::v1::RecordingInfo> recording = client.StopRecording(recording_id);
+    if (!recording.ok()) return Failed(recording.status());
+    std::printf("%llu ticks, %llu bytes\n", static_cast<unsigned long long>(recording->ticks()),
+                static_cast<unsigned long long>(recording->bytes()));
+    return 0;
+  }
+  if (command == "fetch") {
+    std::string path = absl::GetFlag(FLAGS_out);
+    if (path.empty()) {
+      if (recording_id.empty() || recording_id.front() == '.' ||
+          recording_id.find('/') != std::string::npos) {
+        return Usage("fetch: RECORDING is not a recording id; give --out=FILE");
+      }
+      path = recording_id + ".mcap";
+    }
+    absl::StatusOr<std::uint64_t> bytes = client.DownloadRecording(recording_id, path);
+    if (!bytes.ok()) return Failed(bytes.status());
+    std::printf("%s %llu bytes\n", path.c_str(), static_cast<unsigned long long>(*bytes));
+    return 0;
+  }
+  if (command == "rm-recording") {
+    absl::StatusOr<std::uint64_t> freed = client.DeleteRecording(recording_id);
+    return freed.ok() ? 0 : Failed(freed.status());
+  }
   return Usage("unknown command \"" + command + "\"");
 }

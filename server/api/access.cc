@@ -141,6 +141,20 @@ absl::Status Access::Check(const Caller& caller, auth::Need need, absl::string_v
   return auth::Authorize(*caller.grant, need, session_id, vehicle_id, not_found);
 }
 
+absl::Status Access::CheckRecording(const Caller& caller, auth::Need need,
+                                    absl::string_view owner, absl::string_view session_id,
+                                    const absl::Status& not_found) const {
+  if (caller.grant == nullptr || caller.grant->role == auth::Role::kAdmin) {
+    return absl::OkStatus();
+  }
+  const auth::Grant& grant = *caller.grant;
+  if (grant.role == auth::Role::kOwner && grant.team && !owner.empty() &&
+      grant.principal == owner) {
+    return absl::OkStatus();
+  }
+  return Check(caller, need, session_id, std::nullopt, not_found);
+}
+
 bool Access::MaySee(const Caller& caller, absl::string_view session_id) const {
   return caller.grant == nullptr || caller.grant->role == auth::Role::kAdmin ||
          caller.grant->session_id == session_id || OwnsThroughTeam(caller, session_id);

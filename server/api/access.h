@@ -84,6 +84,12 @@ class Access {
   absl::Status Check(const Caller& caller, auth::Need need, absl::string_view session_id,
                      std::optional<std::uint64_t> vehicle_id,
                      const absl::Status& not_found) const;
+  // Whether `caller` may use a recording of `session_id` started by `owner` (a principal;
+  // empty with --auth=none): the admin; an owner token of the team that started it (the
+  // recording outlives its session); else as Check for the session. `not_found` otherwise.
+  absl::Status CheckRecording(const Caller& caller, auth::Need need, absl::string_view owner,
+                              absl::string_view session_id,
+                              const absl::Status& not_found) const;
   // Whether ListSessions shows `session_id` to `caller`.
   bool MaySee(const Caller& caller, absl::string_view session_id) const;
 

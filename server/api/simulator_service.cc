@@ -1735,15 +1735,7 @@ absl::StatusOr<record::RecordingInfo> SimulatorService::RecordingFor(
 absl::Status SimulatorService::MayAccessRecording(const Caller& caller,
                                                   const record::RecordingInfo& info,
                                                   auth::Need need) const {
-  if (caller.grant == nullptr || caller.grant->role == auth::Role::kAdmin) {
-    return absl::OkStatus();
-  }
-  const auth::Grant& grant = *caller.grant;
-  if (grant.role == auth::Role::kOwner && grant.team && !info.owner.empty() &&
-      grant.principal == info.owner) {
-    return absl::OkStatus();
-  }
-  return access_.Check(caller, need, info.session_id, std::nullopt, NoSuchRecording());
+  return access_.CheckRecording(caller, need, info.owner, info.session_id, NoSuchRecording());
 }
 
 grpc::ServerUnaryReactor* SimulatorService::StartRecording(grpc::CallbackServerContext* context,

@@ -37,6 +37,12 @@ class AccessVisitor final : public web::Visitor {
     return access_->Check(caller_, auth::Need::kOwn, session_id, std::nullopt,
                           session::NoSuchSession(session_id));
   }
+  absl::Status MayUseRecording(absl::string_view owner, absl::string_view session_id,
+                               bool change) const override {
+    return access_->CheckRecording(
+        caller_, change ? auth::Need::kOwn : auth::Need::kRead, owner, session_id,
+        absl::NotFoundError("recording_id: no such recording on this server"));
+  }
   bool StillValid() const override { return access_->StillValid(caller_); }
   std::string Who() const override {
     return caller_.grant == nullptr
@@ -160,26 +166,31 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
         return std::make_unique<AccessVisitor>(access, *std::move(caller));
       };
     }
+    const auto audit = [](absl::string_view peer, absl::string_view action,
+                          const std::vector<std::pair<std::string, std::string>>& fields) {
+      std::vector<api::AuditField> audit_fields;
+      audit_fields.reserve(fields.size());
+      for (const auto& [key, value] : fields) audit_fields.emplace_back(key, value);
+      api::Audit(peer, action, audit_fields);
+    };
     server->viewer_api_ = std::make_unique<web::ViewerApi>(web::ViewerApiOptions{
         .sessions = &server->sessions_,
         .authenticate = foxglove.authenticate,
-        .audit =
-            [](absl::string_view peer, absl::string_view action,
-               const std::vector<std::pair<std::string, std::string>>& fields) {
-              std::vector<api::AuditField> audit_fields;
-              audit_fields.reserve(fields.size());
-              for (const auto& [key, value] : fields) audit_fields.emplace_back(key, value);
-              api::Audit(peer, action, audit_fields);
-            },
+        .audit = audit,
         .after_reset = [service = &server->service_](absl::string_view id) {
           service->AfterReset(id);
         }});
+    server->recordings_api_ = std::make_unique<web::RecordingsApi>(
+        web::RecordingsApiOptions{.recordings = server->recordings_.get(),
+                                  .authenticate = foxglove.authenticate,
+                                  .audit = audit});
     server->foxglove_ = std::make_unique<web::FoxgloveHub>(std::move(foxglove), &server->sessions_,
                                                            clock, &server->metrics_);
     web::HttpOptions http{
         .listen_address = options.http_listen_address,
         .foxglove = server->foxglove_.get(),
         .viewer_api = server->viewer_api_.get(),
+        .recordings_api = server->recordings_api_.get(),
         .loopback_hosts_only = options.access.mode == api::AuthMode::kNone &&
                                api::IsLoopbackAddress(options.http_listen_address)};
     if (options.access.mode == api::AuthMode::kToken) {

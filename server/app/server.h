@@ -25,6 +25,7 @@
 #include "server/util/metrics.h"
 #include "server/web/foxglove_hub.h"
 #include "server/web/http_endpoint.h"
+#include "server/web/recordings_api.h"
 #include "server/web/viewer_api.h"
 
 namespace pitlane::app {
@@ -106,6 +107,7 @@ class Server {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<web::FoxgloveHub> foxglove_;       // Outlive the endpoint serving them.
   std::unique_ptr<web::ViewerApi> viewer_api_;
+  std::unique_ptr<web::RecordingsApi> recordings_api_;
   std::unique_ptr<web::HttpEndpoint> http_;          // After what it reads: stops first.
   std::unique_ptr<web::HttpEndpoint> metrics_http_;
   std::string address_;

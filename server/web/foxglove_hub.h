@@ -35,30 +35,11 @@
 #include "server/session/session_manager.h"
 #include "server/util/metrics.h"
 #include "server/web/frame_json.h"
+#include "server/web/visitor.h"
 
 struct mg_connection;
 
 namespace pitlane::web {
-
-// Who a web client is: which sessions it may see.
-class Visitor {
- public:
-  virtual ~Visitor() = default;
-  virtual bool MaySee(absl::string_view session_id) const = 0;
-  // OK if it may pause, resume, step and reset the session (its owner, the admin); NotFound
-  // as for a missing session if it may not see it, PermissionDenied naming the role needed
-  // otherwise.
-  virtual absl::Status MayControl(absl::string_view session_id) const = 0;
-  // False once its token is revoked (its connections then end).
-  virtual bool StillValid() const = 0;
-  // For audit lines: "<role> <token id>", never the token.
-  virtual std::string Who() const = 0;
-};
-
-// The visitor of a request's token (nullopt: none shown). Unauthenticated when tokens are on
-// and it is missing, malformed, unknown or revoked. Never logs or echoes the token.
-using Authenticator =
-    std::function<absl::StatusOr<std::unique_ptr<Visitor>>(std::optional<absl::string_view>)>;
 
 // The pitlane.v1.WorldState of a frame, serialized (shared with the gRPC streams).
 using WorldStateEncoder = std::function<std::shared_ptr<const std::string>(

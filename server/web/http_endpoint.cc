@@ -14,6 +14,7 @@
 #include "server/web/foxglove.h"
 #include "server/web/assets.h"
 #include "server/web/foxglove_hub.h"
+#include "server/web/recordings_api.h"
 #include "server/web/viewer_api.h"
 #include "server/web/request.h"
 
@@ -106,6 +107,10 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
     }
     mg_set_request_handler(endpoint->context_, "/api/", &ViewerApi::Handle,
                            endpoint->options_.viewer_api);
+  }
+  if (endpoint->options_.recordings_api != nullptr) {
+    mg_set_request_handler(endpoint->context_, "/recordings", &RecordingsApi::Handle,
+                           endpoint->options_.recordings_api);
   }
   if (endpoint->options_.foxglove != nullptr) {
     static const char* protocols[] = {foxglove::kSubprotocol};

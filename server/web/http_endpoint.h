@@ -10,6 +10,7 @@
 //   /foxglove      WebSocket, subprotocol foxglove.websocket.v1 (foxglove_hub.h).
 //   GET /          the browser viewer (assets.h), its files, and its API at /api/
 //                  (viewer_api.h).
+//   /recordings    the recordings: listed, downloaded, deleted (recordings_api.h).
 //
 // Every other path is 404, every other method 405; nothing a client sends is logged.
 #ifndef PITLANE_SERVER_WEB_HTTP_ENDPOINT_H_
@@ -31,6 +32,7 @@ namespace pitlane::web {
 
 class FoxgloveHub;
 class ViewerApi;
+class RecordingsApi;
 
 struct HttpOptions {
   // host:port to listen on ("127.0.0.1:8080"; port 0 picks a free one).
@@ -44,6 +46,8 @@ struct HttpOptions {
   FoxgloveHub* foxglove = nullptr;
   // Serves the browser viewer: its page at /, its files, and its API at /api/ (not owned).
   ViewerApi* viewer_api = nullptr;
+  // Serves /recordings (not owned).
+  RecordingsApi* recordings_api = nullptr;
   // Connections served at once (civetweb holds a thread for each, WebSockets included).
   int max_connections = 256;
   // Answer only requests whose Host is a loopback name or address (421 otherwise): for an

@@ -15,6 +15,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "server/auth/tokens.h"
+#include "server/util/json_text.h"
+#include "server/web/visitor.h"
 
 namespace pitlane::web {
 namespace {
@@ -142,6 +144,75 @@ int Respond(mg_connection* connection, int status, absl::string_view reason,
   mg_write(connection, header.data(), header.size());
   if (!head) mg_write(connection, body.data(), body.size());
   return status;
+}
+
+// {"error": message} with the status that goes with `error`'s code.
+int RespondError(mg_connection* connection, const absl::Status& error) {
+  int status = 500;
+  absl::string_view reason = "Internal Server Error";
+  switch (error.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      status = 400;
+      reason = "Bad Request";
+      break;
+    case absl::StatusCode::kUnauthenticated:
+      status = 401;
+      reason = "Unauthorized";
+      break;
+    case absl::StatusCode::kPermissionDenied:
+      status = 403;
+      reason = "Forbidden";
+      break;
+    case absl::StatusCode::kNotFound:
+      status = 404;
+      reason = "Not Found";
+      break;
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kAborted:
+      status = 409;
+      reason = "Conflict";
+      break;
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kUnavailable:
+      status = 503;
+      reason = "Service Unavailable";
+      break;
+    case absl::StatusCode::kDeadlineExceeded:
+      status = 504;
+      reason = "Gateway Timeout";
+      break;
+    default:
+      break;
+  }
+  std::string body = "{\"error\":";
+  json::AppendString(error.message(), &body);
+  body.append("}\n");
+  return Respond(connection, status, reason, "application/json", body,
+                     status == 401 ? "WWW-Authenticate: Bearer realm=\"pitlane\"\r\n" : "");
+}
+
+absl::StatusOr<std::unique_ptr<Visitor>> VisitorOf(const Authenticator& authenticate,
+                                                   mg_connection* connection) {
+  if (!authenticate) return nullptr;
+  const mg_request_info* request = mg_get_request_info(connection);
+  return authenticate(
+      TokenOf(connection, RequestQuery(request != nullptr ? request->query_string : nullptr)));
+}
+
+std::string PeerOf(const mg_request_info& request) {
+  return absl::StrCat("ipv4:", request.remote_addr, ":", request.remote_port);
+}
+
+absl::Status CheckSameOrigin(mg_connection* connection) {
+  const char* origin = mg_get_header(connection, "Origin");
+  if (origin == nullptr) return absl::OkStatus();
+  const char* host = mg_get_header(connection, "Host");
+  if (host == nullptr || (absl::string_view(origin) != absl::StrCat("http://", host) &&
+                          absl::string_view(origin) != absl::StrCat("https://", host))) {
+    return absl::PermissionDeniedError("Origin: changes come from this server's own pages");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace pitlane::web

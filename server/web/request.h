@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 struct mg_connection;
@@ -52,6 +53,17 @@ inline int RespondText(mg_connection* connection, int status, absl::string_view 
                        absl::string_view body, absl::string_view extra_headers = "") {
   return Respond(connection, status, reason, "text/plain; charset=utf-8", body, extra_headers);
 }
+
+// {"error": message} with the HTTP status of `error`'s code (400 for InvalidArgument and
+// OutOfRange, 401 with a Bearer challenge, 403, 404, 409 for FailedPrecondition and Aborted,
+// 503 for ResourceExhausted and Unavailable, 504 for DeadlineExceeded, else 500).
+int RespondError(mg_connection* connection, const absl::Status& error);
+
+// A browser says which page sent a request that changes something: only the server's own
+// pages may (another site's page could otherwise use a server without tokens, or the
+// visitor's cookie). PermissionDenied naming Origin for another page's; OK without an Origin
+// (scripts send none).
+absl::Status CheckSameOrigin(mg_connection* connection);
 
 }  // namespace pitlane::web
 

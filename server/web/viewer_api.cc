@@ -25,52 +25,6 @@ int RespondJson(mg_connection* connection, int status, absl::string_view reason,
   return Respond(connection, status, reason, "application/json", body, extra_headers);
 }
 
-// {"error": message} with the status that goes with `error`'s code.
-int RespondError(mg_connection* connection, const absl::Status& error) {
-  int status = 500;
-  absl::string_view reason = "Internal Server Error";
-  switch (error.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-      status = 400;
-      reason = "Bad Request";
-      break;
-    case absl::StatusCode::kUnauthenticated:
-      status = 401;
-      reason = "Unauthorized";
-      break;
-    case absl::StatusCode::kPermissionDenied:
-      status = 403;
-      reason = "Forbidden";
-      break;
-    case absl::StatusCode::kNotFound:
-      status = 404;
-      reason = "Not Found";
-      break;
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kAborted:
-      status = 409;
-      reason = "Conflict";
-      break;
-    case absl::StatusCode::kResourceExhausted:
-    case absl::StatusCode::kUnavailable:
-      status = 503;
-      reason = "Service Unavailable";
-      break;
-    case absl::StatusCode::kDeadlineExceeded:
-      status = 504;
-      reason = "Gateway Timeout";
-      break;
-    default:
-      break;
-  }
-  std::string body = "{\"error\":";
-  json::AppendString(error.message(), &body);
-  body.append("}\n");
-  return RespondJson(connection, status, reason, body,
-                     status == 401 ? "WWW-Authenticate: Bearer realm=\"pitlane\"\r\n" : "");
-}
-
 void AppendSession(const session::Session& session, bool may_control, std::string* out) {
   const session::SessionDescription description = session.Describe(/*with_vehicles=*/false);
   out->append("{\"id\":");
@@ -100,10 +54,6 @@ void AppendSession(const session::Session& session, bool may_control, std::strin
   out->push_back('}');
 }
 
-std::string PeerOf(const mg_request_info& request) {
-  return absl::StrCat("ipv4:", request.remote_addr, ":", request.remote_port);
-}
-
 }  // namespace
 
 int ViewerApi::Handle(mg_connection* connection, void* api) {
@@ -114,13 +64,10 @@ int ViewerApi::Serve(mg_connection* connection) {
   const mg_request_info* request = mg_get_request_info(connection);
   if (request == nullptr || request->local_uri == nullptr) return 0;
   const RequestQuery query(request->query_string);
-  std::unique_ptr<Visitor> visitor;
-  if (options_.authenticate) {
-    absl::StatusOr<std::unique_ptr<Visitor>> authenticated =
-        options_.authenticate(TokenOf(connection, query));
-    if (!authenticated.ok()) return RespondError(connection, authenticated.status());
-    visitor = *std::move(authenticated);
-  }
+  absl::StatusOr<std::unique_ptr<Visitor>> authenticated =
+      VisitorOf(options_.authenticate, connection);
+  if (!authenticated.ok()) return RespondError(connection, authenticated.status());
+  const std::unique_ptr<Visitor> visitor = *std::move(authenticated);
   const absl::string_view method = request->request_method;
   absl::string_view path = request->local_uri;
   if (!absl::ConsumePrefix(&path, "/api/sessions")) {
@@ -155,16 +102,9 @@ int ViewerApi::Serve(mg_connection* connection) {
     return RespondJson(connection, 405, "Method Not Allowed",
                        "{\"error\":\"method: POST changes a session\"}\n", "Allow: POST\r\n");
   }
-  // A browser says which page sent a POST: only the server's own pages may change a session
-  // (another site's page could otherwise reset a session of a server without tokens, or use
-  // the visitor's cookie). Scripts send no Origin.
-  if (const char* origin = mg_get_header(connection, "Origin"); origin != nullptr) {
-    const char* host = mg_get_header(connection, "Host");
-    if (host == nullptr || (absl::string_view(origin) != absl::StrCat("http://", host) &&
-                            absl::string_view(origin) != absl::StrCat("https://", host))) {
-      return RespondError(connection, absl::PermissionDeniedError(
-                                          "Origin: changes come from this server's own pages"));
-    }
+  // Only the server's own pages may change a session (request.h).
+  if (const absl::Status same = CheckSameOrigin(connection); !same.ok()) {
+    return RespondError(connection, same);
   }
   // Allowed first: a session the visitor may not change is not even looked up (which would
   // count as activity and keep it from being reaped).

@@ -6,8 +6,12 @@ errors, a server killed mid-recording."""
 
 import json
 import math
+import os
+import pathlib
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import grpc
 import pytest
@@ -15,6 +19,8 @@ import pytest
 import pitlane
 from conftest import SERVER, ServerProcess, running_server, running_token_server
 from foxglove_node import WEB_TESTS, node_path
+
+CLI = pathlib.Path(os.environ.get("PITLANE_CLI", SERVER.parent / "pitlane"))
 
 
 def decode(path, *keep, seek_ns=None):
@@ -345,3 +351,131 @@ def test_who_may_record_list_and_stop(tmp_path):
         assert as_admin.stop_recording(b_recording.recording_id).state == (
             pitlane.pb.RECORDING_STATE_COMPLETE)
         assert owner_a.stop_recording(recording.recording_id).end_reason == "stopped"
+
+
+def http(base, path, token=None, method="GET", headers=None):
+    """(status, headers, body) of one request to the web endpoint."""
+    request = urllib.request.Request(base + path, method=method, headers=dict(headers or {}))
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read()
+
+
+def test_recordings_over_http_listed_fetched_and_deleted_by_the_same_rules(tmp_path):
+    (tmp_path / "recordings").mkdir()
+    with running_token_server(tmp_path, f"--record_dir={tmp_path / 'recordings'}",
+                              "--http_listen=127.0.0.1:0") as (server, admin, _):
+        base = f"http://{server.http_address()}"
+        as_admin = pitlane.Client(server.address, token=admin)
+        sid_a = as_admin.create_session(scenario="demo", clock_mode="lockstep").session_id
+        sid_b = as_admin.create_session(name="b").session_id
+        owner_a = as_admin.owner_tokens[sid_a][0]
+        owner_b = as_admin.owner_tokens[sid_b][0]
+        viewer, _ = pitlane.Client(server.address, token=owner_a).mint_token(sid_a, "viewer")
+        client_a = pitlane.Client(server.address, token=owner_a)
+        rid = client_a.start_recording(sid_a).recording_id
+        client_a.step(sid_a, 200)
+        stopped = client_a.stop_recording(rid)
+        on_disk = (tmp_path / "recordings" / f"{rid}.mcap").read_bytes()
+        assert len(on_disk) == stopped.bytes
+
+        # Listed to those who may read it, by the names of ListRecordings' fields.
+        status, _, body = http(base, "/recordings")
+        assert status == 401 and "token" in json.loads(body)["error"]
+        status, _, body = http(base, "/recordings", token=viewer)
+        assert status == 200
+        (listed,) = json.loads(body)["recordings"]
+        assert listed["recording_id"] == rid and listed["session_id"] == sid_a
+        assert listed["state"] == "complete" and listed["end_reason"] == "stopped"
+        assert listed["ticks"] == stopped.ticks == 200 and listed["bytes"] == stopped.bytes
+        assert listed["url"] == f"/recordings/{rid}.mcap"
+        assert json.loads(http(base, "/recordings", token=owner_b)[2]) == {"recordings": []}
+
+        # Fetched whole, in part (a resumed download), or not at all.
+        status, headers, body = http(base, f"/recordings/{rid}.mcap", token=viewer)
+        assert status == 200 and body == on_disk
+        assert headers["Content-Disposition"] == f'attachment; filename="{rid}.mcap"'
+        assert headers["Accept-Ranges"] == "bytes"
+        status, headers, body = http(base, f"/recordings/{rid}.mcap?token={owner_a}",
+                                     headers={"Range": "bytes=1000-"})
+        assert status == 206 and body == on_disk[1000:]
+        assert headers["Content-Range"] == f"bytes 1000-{len(on_disk) - 1}/{len(on_disk)}"
+        status, _, body = http(base, f"/recordings/{rid}.mcap", token=owner_a,
+                               headers={"Range": "bytes=-8"})
+        assert status == 206 and body == on_disk[-8:] == b"\x89MCAP0\r\n"
+        status, headers, _ = http(base, f"/recordings/{rid}.mcap", token=owner_a,
+                                  headers={"Range": f"bytes={len(on_disk)}-"})
+        assert status == 416 and headers["Content-Range"] == f"bytes */{len(on_disk)}"
+        status, headers, body = http(base, f"/recordings/{rid}.mcap", token=owner_a, method="HEAD")
+        assert status == 200 and int(headers["Content-Length"]) == len(on_disk) and body == b""
+        for token in (owner_b, None):
+            status, _, body = http(base, f"/recordings/{rid}.mcap", token=token)
+            assert status == (404 if token else 401)
+        assert http(base, "/recordings/r-nosuchrecording.mcap", token=admin)[0] == 404
+        status, headers, _ = http(base, f"/recordings/{rid}.mcap", token=admin, method="POST")
+        assert status == 405 and headers["Allow"] == "GET, HEAD"
+
+        # Deleted by its session's owner or the admin only, from this server's pages or a script.
+        status, _, body = http(base, f"/recordings/{rid}", token=viewer, method="DELETE")
+        assert status == 403 and "owner" in json.loads(body)["error"]
+        status, _, body = http(base, f"/recordings/{rid}", token=owner_a, method="DELETE",
+                               headers={"Origin": "http://elsewhere.example"})
+        assert status == 403 and "Origin" in json.loads(body)["error"]
+        assert http(base, f"/recordings/{rid}", token=owner_b, method="DELETE")[0] == 404
+        assert (tmp_path / "recordings" / f"{rid}.mcap").exists()
+        status, _, body = http(base, f"/recordings/{rid}", token=owner_a, method="DELETE",
+                               headers={"Origin": base})
+        assert status == 200
+        assert json.loads(body) == {"recording_id": rid, "bytes_freed": len(on_disk)}
+        assert not (tmp_path / "recordings" / f"{rid}.mcap").exists()
+        assert http(base, f"/recordings/{rid}.mcap", token=admin)[0] == 404
+        assert any("action=recording.delete" in line and rid in line for line in server.output)
+
+
+def test_recordings_from_the_command_line(tmp_path):
+    (tmp_path / "recordings").mkdir()
+    with running_token_server(tmp_path, *record_dir_flags(tmp_path / "recordings")) as (
+            server, _, admin_file):
+        def cli(*args):
+            return subprocess.run([str(CLI), f"--address={server.address}",
+                                   f"--token_file={admin_file}", *args],
+                                  capture_output=True, text=True, timeout=60, check=False)
+
+        def ok(*args):
+            done = cli(*args)
+            assert done.returncode == 0, done.stderr
+            return done.stdout.split("\n")[:-1]
+
+        sid = ok("create", "--scenario=demo", "--clock=lockstep")[0]
+        (rid,) = ok("record", sid, "--telemetry_rate_hz=5")
+        assert rid.startswith("r-")
+        ok("step", sid, "--ticks=100")
+        header, row = ok("recordings")
+        assert header.split() == ["RECORDING", "SESSION", "STATE", "TICKS", "SECONDS", "BYTES"]
+        assert row.split()[:4] == [rid, sid, "recording", "100"]
+        assert ok("stop-recording", rid)[0].startswith("100 ticks, ")
+        out = tmp_path / "fetched.mcap"
+        assert ok("fetch", rid, f"--out={out}") == [f"{out} {out.stat().st_size} bytes"]
+        assert out.read_bytes() == (tmp_path / "recordings" / f"{rid}.mcap").read_bytes()
+        assert not (tmp_path / "fetched.mcap.part").exists()
+        # Read back by @mcap/core: 100 hashes; demo ticks at 50 Hz, so 2 s at 5 Hz is 10 world
+        # states after the one at the start.
+        topics = decode(out)["topics"]
+        assert topics["/pitlane/state_hash"]["count"] == 100
+        assert topics[f"/{sid}/world_state"]["count"] == 11
+        ok("rm-recording", rid)
+        missing = cli("fetch", rid, f"--out={tmp_path / 'again.mcap'}")
+        assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr
+        assert not (tmp_path / "again.mcap").exists()
+        bad = cli("fetch", "../x")
+        assert bad.returncode == 2 and "--out" in bad.stderr
+
+
+def test_recordings_over_http_say_when_recording_is_off():
+    with running_server("--http_listen=127.0.0.1:0") as server:
+        status, _, body = http(f"http://{server.http_address()}", "/recordings")
+        assert status == 404 and "--record_dir" in json.loads(body)["error"]

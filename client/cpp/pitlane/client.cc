@@ -1,5 +1,7 @@
 #include "pitlane/client.h"
 
+#include <filesystem>
+#include <fstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -256,6 +258,91 @@ absl::StatusOr<std::unique_ptr<Driver>> Client::Drive(absl::string_view session_
     return status.ok() ? absl::UnavailableError("the Drive stream ended at once") : status;
   }
   return driver;
+}
+
+absl::StatusOr<v1::RecordingInfo> Client::StartRecording(absl::string_view session_id,
+                                                         const v1::RecordingOptions& options) {
+  v1::StartRecordingRequest request;
+  request.set_session_id(std::string(session_id));
+  *request.mutable_options() = options;
+  absl::StatusOr<v1::StartRecordingResponse> response =
+      Call(&v1::Simulator::Stub::StartRecording, request);
+  if (!response.ok()) return response.status();
+  return response->recording();
+}
+
+absl::StatusOr<v1::RecordingInfo> Client::StopRecording(absl::string_view recording_id) {
+  v1::StopRecordingRequest request;
+  request.set_recording_id(std::string(recording_id));
+  absl::StatusOr<v1::StopRecordingResponse> response =
+      Call(&v1::Simulator::Stub::StopRecording, request);
+  if (!response.ok()) return response.status();
+  return response->recording();
+}
+
+absl::StatusOr<std::vector<v1::RecordingInfo>> Client::ListRecordings() {
+  absl::StatusOr<v1::ListRecordingsResponse> response =
+      Call(&v1::Simulator::Stub::ListRecordings, v1::ListRecordingsRequest());
+  if (!response.ok()) return response.status();
+  return std::vector<v1::RecordingInfo>(response->recordings().begin(),
+                                        response->recordings().end());
+}
+
+absl::StatusOr<std::uint64_t> Client::DeleteRecording(absl::string_view recording_id) {
+  v1::DeleteRecordingRequest request;
+  request.set_recording_id(std::string(recording_id));
+  absl::StatusOr<v1::DeleteRecordingResponse> response =
+      Call(&v1::Simulator::Stub::DeleteRecording, request);
+  if (!response.ok()) return response.status();
+  return response->bytes_freed();
+}
+
+absl::StatusOr<std::uint64_t> Client::DownloadRecording(absl::string_view recording_id,
+                                                        const std::string& path) {
+  const std::string part = path + ".part";
+  std::uint64_t have = 0;
+  std::ofstream out(part, std::ios::binary | std::ios::trunc);
+  if (!out) return absl::InvalidArgumentError(absl::StrCat("path: cannot write ", part));
+  v1::DownloadRecordingRequest request;
+  request.set_recording_id(std::string(recording_id));
+  request.set_offset(have);
+  grpc::ClientContext context;
+  (void)Prepare(&context, "", /*stream=*/true);
+  std::unique_ptr<grpc::ClientReader<v1::DownloadRecordingResponse>> reader =
+      stub_->DownloadRecording(&context, request);
+  v1::DownloadRecordingResponse piece;
+  std::uint64_t size = have;
+  bool sized = false;
+  while (reader->Read(&piece)) {
+    if (piece.offset() != have) {
+      context.TryCancel();
+      (void)reader->Finish();
+      return absl::DataLossError(absl::StrCat("the server sent bytes from ", piece.offset(),
+                                              ", expected ", have));
+    }
+    size = piece.size();
+    sized = true;
+    out.write(piece.data().data(), static_cast<std::streamsize>(piece.data().size()));
+    if (!out) {
+      context.TryCancel();
+      (void)reader->Finish();
+      return absl::InternalError(absl::StrCat("path: cannot write ", part));
+    }
+    have += piece.data().size();
+  }
+  const absl::Status status = FromGrpc(reader->Finish());
+  if (!status.ok()) return status;  // The .part stays (a partial file).
+  out.close();
+  if (!out || (sized && have != size)) {
+    return absl::DataLossError(absl::StrCat("got ", have, " of ", size, " bytes"));
+  }
+  std::error_code error;
+  std::filesystem::rename(part, path, error);
+  if (error) {
+    return absl::InternalError(absl::StrCat("path: cannot rename ", part, " to ", path, ": ",
+                                            error.message()));
+  }
+  return have;
 }
 
 absl::Status Client::Health() {

@@ -112,6 +112,16 @@ class Client {
       absl::string_view session_id, std::uint64_t vehicle_id,
       v1::DisconnectAction on_disconnect = v1::DISCONNECT_ACTION_BRAKE_TO_STOP);
 
+  // Recordings (docs/recording.md). DownloadRecording writes the file to `path` through
+  // `path`.part (renamed when whole and its size checked) and returns its size.
+  absl::StatusOr<v1::RecordingInfo> StartRecording(absl::string_view session_id,
+                                                   const v1::RecordingOptions& options = {});
+  absl::StatusOr<v1::RecordingInfo> StopRecording(absl::string_view recording_id);
+  absl::StatusOr<std::vector<v1::RecordingInfo>> ListRecordings();
+  absl::StatusOr<std::uint64_t> DownloadRecording(absl::string_view recording_id,
+                                                  const std::string& path);
+  absl::StatusOr<std::uint64_t> DeleteRecording(absl::string_view recording_id);
+
   // grpc.health.v1.Health/Check of the whole server: OK when SERVING.
   absl::Status Health();
 
