@@ -2,13 +2,14 @@
 //   build/bin/record_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //
 // BM_SessionTick: a 1,000-vehicle 50 Hz session's Steps on the stepping thread, without and
-// with a recording (telemetry at 10 Hz, written to a file under $TMPDIR by its own thread, as
+// with a recording (telemetry at 10 Hz, the Foxglove channels at 2 Hz: the defaults; written to a file under $TMPDIR by its own thread, as
 // the server does), the writer caught up between frames as in a session paced at 50 Hz:
 // `per_tick` is the stepping thread's time per tick. driven:0 is the
 // cheapest world there is (bicycles on a lattice, no drivers, never in contact); driven:1 has
 // a route follower drive each car round a ring, 10 m behind the next.
-// BM_WriterFrame: the writer's work for one telemetry frame of N vehicles (the protobuf
-// WorldState, the Foxglove JSON channels, MCAP with zstd chunks) into a sink that counts:
+// BM_WriterFrame: the writer's work for one telemetry frame of N vehicles (its
+// /pitlane/states message, and on every `foxglove_every`-th frame (0: none) the protobuf
+// WorldState and the Foxglove JSON channels; MCAP with zstd chunks) into a sink that counts:
 // `vehicle_states` is its throughput, `bytes_per_vehicle_state` what reaches the disk.
 // BM_StateHash, BM_Frame: the parts of the stepping thread's extra work.
 #include <atomic>
@@ -118,6 +119,7 @@ void BM_SessionTick(benchmark::State& state) {
                                          .session_id = session->id(),
                                          .config = session->config(),
                                          .telemetry_every_n_ticks = 5,
+                                         .foxglove_every_n_ticks = 25,
                                          .time_origin_ns = 0},
                                         {.path = path}, EncoderFor(session), &clock);
   }
@@ -185,26 +187,34 @@ class McapOutput final : public record::RecordingOutput {
 
 void BM_WriterFrame(benchmark::State& state) {
   const auto n = static_cast<std::uint32_t>(state.range(0));
-  auto session = MakeSession(n);
+  // Of the telemetry frames (10 Hz), those also on the Foxglove channels: none, every fifth
+  // (2 Hz, the default), every one.
+  const auto foxglove_every_n_frames = static_cast<std::uint32_t>(state.range(1));
+  constexpr std::uint32_t kTelemetryEveryNTicks = 5;
+  auto session = MakeSession(n, /*driven=*/state.range(2) != 0);
   CountingSink sink;
   record::McapWriter writer(sink, {});
   (void)writer.Start().ok();
   McapOutput out(writer);
   std::unique_ptr<record::RecordingEncoder> encoder = EncoderFor(session);
-  encoder->Begin({.recording_id = "r-bench", .session_id = session->id(),
-                  .config = session->config()},
+  encoder->Begin({.recording_id = "r-bench",
+                  .session_id = session->id(),
+                  .config = session->config(),
+                  .telemetry_every_n_ticks = kTelemetryEveryNTicks,
+                  .foxglove_every_n_ticks = foxglove_every_n_frames * kTelemetryEveryNTicks},
                  out);
-  // Frames that differ (the cars move): 50 of them, one simulated second at 50 Hz.
+  // Frames that differ (the cars move), 20 s of them at 10 Hz: more than a chunk holds, so
+  // that the compression never sees a frame twice.
   std::vector<std::shared_ptr<const session::Frame>> frames;
-  for (int i = 0; i < 50; ++i) {
-    (void)session->Step(1, std::nullopt).ok();
+  for (int i = 0; i < 200; ++i) {
+    (void)session->Step(kTelemetryEveryNTicks, std::nullopt).ok();
     frames.push_back(session->CurrentFrame());
   }
   const std::uint64_t start_bytes = sink.bytes();
   std::uint64_t time_ns = 0, written = 0;
   for (auto _ : state) {
     const session::Delivery delivery{.frame = frames[written % frames.size()]};
-    time_ns += 20'000'000;
+    time_ns += 100'000'000;
     encoder->Frame(delivery, time_ns, out);
     ++written;
   }
@@ -215,7 +225,10 @@ void BM_WriterFrame(benchmark::State& state) {
   state.counters["bytes_per_vehicle_state"] =
       static_cast<double>(sink.bytes() - start_bytes) / (static_cast<double>(written) * n);
 }
-BENCHMARK(BM_WriterFrame)->Arg(10)->Arg(1000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_WriterFrame)
+    ->ArgNames({"vehicles", "foxglove_every", "driven"})
+    ->ArgsProduct({{10, 1000}, {0, 5, 1}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
 
 // The two parts of BM_SessionTick's difference made on the stepping thread: the state hash
 // the recorder takes of every tick, and the frame its subscriber is offered at the telemetry

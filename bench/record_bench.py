@@ -4,8 +4,10 @@
     /usr/bin/python3 bench/record_bench.py [--server build/bin/pitlane-server] [--big-gib 1]
 
 Starts a server with --record_dir in a temporary directory; records the `demo` and `highway`
-scenarios for 60 s of simulated time each (LOCKSTEP, Steps of 50 ticks, the default options:
-telemetry at 10 Hz) and prints the file's size per vehicle-tick and per vehicle-frame. With
+scenarios for 60 s of simulated time each (LOCKSTEP, Steps of 50 ticks), with the default
+options (telemetry at 10 Hz, the Foxglove channels at 2 Hz), with no Foxglove channels, and
+with them at 10 Hz; prints the file's size per vehicle-state (a vehicle in a telemetry
+frame) and per vehicle-tick. With
 --big-gib, then records a 1,000-car session until its file reaches that size, and times
 Foxglove's reader (@mcap/core, tests/web/mcap_decode.mjs) opening it through its summary and
 reading the first message from the middle of its time span.
@@ -38,18 +40,20 @@ def start_server(binary, record_dir):
     raise RuntimeError("the server did not start")
 
 
-def record_scenario(client, scenario, seconds=60):
+def record_scenario(client, scenario, foxglove_rate_hz=None, seconds=60):
     sid = client.create_session(scenario=scenario, clock_mode="lockstep").session_id
-    recording = client.start_recording(sid)
+    recording = client.start_recording(sid, foxglove_rate_hz=foxglove_rate_hz)
     vehicles = client.get_session(sid).vehicle_count
     ticks = int(seconds * 50)
     for _ in range(ticks // 50):
         client.step(sid, 50)
     done = client.stop_recording(recording.recording_id)
     frames = ticks // 5 + 1
-    print(f"{scenario}: {vehicles} vehicles, {seconds} s: {done.bytes / 1e6:.2f} MB, "
-          f"{done.bytes / (vehicles * ticks):.1f} bytes per vehicle-tick, "
-          f"{done.bytes / (vehicles * frames):.1f} per vehicle-frame (10 Hz), "
+    foxglove = ("Foxglove 2 Hz (default)" if foxglove_rate_hz is None
+                else f"Foxglove {foxglove_rate_hz:g} Hz")
+    print(f"{scenario}, {foxglove}: {vehicles} vehicles, {seconds} s: {done.bytes / 1e6:.3f} MB, "
+          f"{done.bytes / (vehicles * frames):.1f} bytes per vehicle-state (10 Hz), "
+          f"{done.bytes / (vehicles * ticks):.1f} per vehicle-tick, "
           f"frames lost {done.frames_lost}")
     client.delete_session(sid)
 
@@ -93,7 +97,8 @@ def main():
         try:
             client = pitlane.Client(address, timeout_s=600)
             for scenario in ("demo", "highway"):
-                record_scenario(client, scenario)
+                for foxglove_rate_hz in (None, 0.0, 10.0):
+                    record_scenario(client, scenario, foxglove_rate_hz)
             if args.big_gib > 0:
                 big_recording(client, record_dir, args.big_gib)
         finally:

@@ -19,7 +19,7 @@
 //                                drives a car through Drive with constant controls for N
 //                                observations (a BARRIER or REALTIME session moves on its
 //                                own); prints the last tick and the car's speed
-//   record SESSION [--telemetry_rate_hz=HZ] [--max_mib=MIB] [--max_s=S]
+//   record SESSION [--telemetry_rate_hz=HZ] [--foxglove_rate_hz=HZ] [--max_mib=MIB] [--max_s=S]
 //                                starts recording a session; prints the recording's id
 //   stop-recording RECORDING     stops it; prints its ticks and bytes
 //   recordings                   the recordings: id, session, state, ticks, seconds, bytes
@@ -70,6 +70,8 @@ ABSL_FLAG(uint64_t, vehicle, 0, "token: the car of a driver token; drive: the ca
 ABSL_FLAG(double, accel, 0.0, "drive: acceleration, m/s².");
 ABSL_FLAG(double, steer, 0.0, "drive: steering angle, radians.");
 ABSL_FLAG(double, telemetry_rate_hz, 0.0, "record: telemetry frames a second (0: the server's default).");
+ABSL_FLAG(double, foxglove_rate_hz, -1.0,
+          "record: frames a second on the Foxglove channels (0: none; default: the server's).");
 ABSL_FLAG(uint64_t, max_mib, 0, "record: size limit, MiB (0: the server's default).");
 ABSL_FLAG(double, max_s, 0.0, "record: duration limit, simulated seconds (0: the server's default).");
 ABSL_FLAG(std::string, out, "", "fetch: where to write the file (default RECORDING.mcap).");
@@ -233,6 +235,9 @@ int Record(pitlane::Client& client, const std::string& session_id) {
   pitlane::v1::RecordingOptions options;
   if (const double rate = absl::GetFlag(FLAGS_telemetry_rate_hz); rate != 0.0) {
     options.set_telemetry_rate_hz(rate);
+  }
+  if (const double rate = absl::GetFlag(FLAGS_foxglove_rate_hz); rate != -1.0) {
+    options.set_foxglove_rate_hz(rate);
   }
   if (const std::uint64_t mib = absl::GetFlag(FLAGS_max_mib); mib != 0) {
     if (mib > (std::uint64_t{1} << 40)) return Usage("--max_mib: at most 2^40");

@@ -8,6 +8,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "google/protobuf/descriptor.h"
 #include "pitlane/v1/simulator.pb.h"
 #include "server/session/frame.h"
 
@@ -31,9 +32,12 @@ class FrameEncoder {
   ::pitlane::v1::WorldState scratch_ ABSL_GUARDED_BY(mu_);
 };
 
-// The serialized google.protobuf.FileDescriptorSet of pitlane.v1.WorldState's file and every
-// file it imports, imports first: what a reader needs to decode the bytes above (Foxglove's
-// protobuf channels advertise it).
+// The serialized google.protobuf.FileDescriptorSet that a reader needs to decode `message`:
+// its file and the files it imports, imports first, each with only the top-level messages and
+// enums that `message` uses, transitively (Foxglove's protobuf channels and recordings carry
+// it as their schema).
+std::string DescriptorSetFor(const google::protobuf::Descriptor* message);
+// DescriptorSetFor(pitlane.v1.WorldState).
 std::string WorldStateDescriptorSet();
 
 }  // namespace pitlane::api

@@ -1,5 +1,7 @@
 #include "server/api/recording_codec.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -153,17 +155,53 @@ absl::StatusOr<session::RecordedCommand> CommandFromProto(
   return out;
 }
 
+namespace {
+
+// `value` * `scale`, to the nearest whole number (within what a double holds exactly).
+std::int64_t Quantize(double value, double scale) {
+  constexpr double kLimit = 9007199254740992.0;  // 2^53
+  const double scaled = std::clamp(value * scale, -kLimit, kLimit);
+  return static_cast<std::int64_t>(scaled < 0.0 ? scaled - 0.5 : scaled + 0.5);
+}
+
+}  // namespace
+
+void FrameToRecordedStates(const session::Frame& frame, v1::RecordedStates* out) {
+  out->Clear();
+  out->set_run(frame.run);
+  out->set_tick(frame.time.tick);
+  out->set_sim_time_s(frame.time.sim_time_s);
+  const int count = static_cast<int>(frame.vehicles.size());
+  out->mutable_vehicle_id_steps()->Reserve(count);
+  out->mutable_x_mm()->Reserve(count);
+  out->mutable_y_mm()->Reserve(count);
+  out->mutable_yaw_100urad()->Reserve(count);
+  out->mutable_speed_mmps()->Reserve(count);
+  sim::VehicleId previous = 0;
+  for (const sim::VehicleSnapshot& vehicle : frame.vehicles) {
+    out->add_vehicle_id_steps(vehicle.id - previous);
+    previous = vehicle.id;
+    out->add_x_mm(Quantize(vehicle.pose.x_m, 1e3));
+    out->add_y_mm(Quantize(vehicle.pose.y_m, 1e3));
+    out->add_yaw_100urad(static_cast<std::int32_t>(Quantize(vehicle.pose.yaw_rad, 1e4)));
+    out->add_speed_mmps(Quantize(vehicle.speed_mps, 1e3));
+    if (vehicle.crashed) out->add_crashed_vehicle_ids(vehicle.id);
+  }
+}
+
 ProtoRecordingEncoder::ProtoRecordingEncoder(FrameWriter telemetry)
-    : telemetry_(std::move(telemetry)), descriptor_set_(WorldStateDescriptorSet()) {}
+    : telemetry_(std::move(telemetry)) {}
 
 std::uint16_t ProtoRecordingEncoder::Channel(record::RecordingOutput& out,
                                              const std::string& topic,
-                                             const std::string& message) {
+                                             const google::protobuf::Descriptor* message) {
+  std::string& schema = schemas_[message->full_name()];
+  if (schema.empty()) schema = DescriptorSetFor(message);
   return out.Channel({.topic = topic,
                       .message_encoding = "protobuf",
-                      .schema_name = message,
+                      .schema_name = message->full_name(),
                       .schema_encoding = "protobuf",
-                      .schema = descriptor_set_});
+                      .schema = schema});
 }
 
 void ProtoRecordingEncoder::Write(record::RecordingOutput& out, std::uint16_t channel,
@@ -185,17 +223,22 @@ void ProtoRecordingEncoder::Begin(const record::RecordingStart& start,
   header.set_start_state_hash(start.start.state_hash);
   header.set_replayable_from_start(start.start.pristine);
   header.set_telemetry_every_n_ticks(start.telemetry_every_n_ticks);
+  header.set_foxglove_every_n_ticks(start.foxglove_every_n_ticks);
   header.set_time_origin_unix_ns(start.time_origin_ns);
   header.set_server_version(PITLANE_VERSION);
   header.set_max_contacts_per_tick(start.config.world.max_contacts);
   header.set_first_vehicle_id(start.start.first_ids.next_vehicle_id);
   header.set_first_obstacle_id(start.start.first_ids.next_obstacle_id);
-  Write(out, Channel(out, kRecordingSessionTopic, "pitlane.v1.RecordingHeader"),
+  Write(out, Channel(out, kRecordingSessionTopic, v1::RecordingHeader::descriptor()),
         start.time_origin_ns, header);
-  commands_ = Channel(out, kRecordingCommandsTopic, "pitlane.v1.RecordedCommand");
-  hashes_ = Channel(out, kRecordingStateHashTopic, "pitlane.v1.TickHash");
-  world_state_ = Channel(out, absl::StrCat("/", start.session_id, "/world_state"),
-                         "pitlane.v1.WorldState");
+  commands_ = Channel(out, kRecordingCommandsTopic, v1::RecordedCommand::descriptor());
+  hashes_ = Channel(out, kRecordingStateHashTopic, v1::TickHash::descriptor());
+  states_ = Channel(out, kRecordingStatesTopic, v1::RecordedStates::descriptor());
+  foxglove_every_n_ticks_ = start.foxglove_every_n_ticks;
+  if (foxglove_every_n_ticks_ != 0) {
+    world_state_ = Channel(out, absl::StrCat("/", start.session_id, "/world_state"),
+                           v1::WorldState::descriptor());
+  }
 }
 
 void ProtoRecordingEncoder::Command(std::uint64_t run, std::uint64_t tick,
@@ -216,10 +259,31 @@ void ProtoRecordingEncoder::Hash(std::uint64_t run, std::uint64_t tick, std::uin
 
 void ProtoRecordingEncoder::Frame(const session::Delivery& delivery, std::uint64_t time_ns,
                                   record::RecordingOutput& out) {
+  const session::Frame& frame = *delivery.frame;
+  FrameToRecordedStates(frame, &states_message_);
+  Write(out, states_, time_ns, states_message_);
+  if (foxglove_every_n_ticks_ == 0) return;
+  // The Foxglove channels show the frames of their own rate, each with the contact events
+  // since the last one shown (a reset's first frame starts them afresh).
+  if (delivery.first_frame) {
+    foxglove_events_ = delivery.events;
+    foxglove_first_frame_ = true;
+  } else {
+    foxglove_events_ = session::MergeEvents(std::move(foxglove_events_), delivery.events);
+  }
+  if (frame.time.tick % foxglove_every_n_ticks_ != 0) return;
   world_state_message_.Clear();  // Keeps its vehicles' messages for the next frame.
-  FrameToProto(*delivery.frame, &world_state_message_);
+  FrameToProto(frame, &world_state_message_);
   Write(out, world_state_, time_ns, world_state_message_);
-  if (telemetry_) telemetry_(delivery, time_ns, out);
+  if (telemetry_) {
+    session::Delivery shown;
+    shown.frame = delivery.frame;
+    shown.events = std::move(foxglove_events_);
+    shown.first_frame = foxglove_first_frame_;
+    telemetry_(shown, time_ns, out);
+  }
+  foxglove_events_ = {};
+  foxglove_first_frame_ = false;
 }
 
 void ProtoRecordingEncoder::Gap(const record::RecordingGap& gap, std::uint64_t time_ns,
@@ -233,7 +297,7 @@ void ProtoRecordingEncoder::Gap(const record::RecordingGap& gap, std::uint64_t t
   message.set_first_tick(gap.first_tick);
   message.set_run(gap.last_run);
   message.set_last_tick(gap.last_tick);
-  Write(out, Channel(out, kRecordingGapsTopic, "pitlane.v1.RecordingGap"), time_ns, message);
+  Write(out, Channel(out, kRecordingGapsTopic, v1::RecordingGap::descriptor()), time_ns, message);
 }
 
 void ProtoRecordingEncoder::End(const record::RecordingProgress& progress, std::uint64_t time_ns,
@@ -243,7 +307,7 @@ void ProtoRecordingEncoder::End(const record::RecordingProgress& progress, std::
   message.set_ticks(progress.ticks);
   message.set_frames_lost(progress.frames_lost);
   message.set_commands_lost(progress.commands_lost);
-  Write(out, Channel(out, kRecordingEndTopic, "pitlane.v1.RecordingEnd"), time_ns, message);
+  Write(out, Channel(out, kRecordingEndTopic, v1::RecordingEnd::descriptor()), time_ns, message);
 }
 
 }  // namespace pitlane::api

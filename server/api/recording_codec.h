@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "pitlane/v1/simulator.pb.h"
@@ -25,6 +26,10 @@ inline constexpr char kRecordingCommandsTopic[] = "/pitlane/commands";
 inline constexpr char kRecordingStateHashTopic[] = "/pitlane/state_hash";
 inline constexpr char kRecordingGapsTopic[] = "/pitlane/gaps";
 inline constexpr char kRecordingEndTopic[] = "/pitlane/end";
+inline constexpr char kRecordingStatesTopic[] = "/pitlane/states";
+
+// A frame's vehicles as /pitlane/states records them (RecordedStates: quantized columns).
+void FrameToRecordedStates(const session::Frame& frame, v1::RecordedStates* out);
 
 // `route_names`: the session's tracks, by index (a spawned vehicle's driver names its track).
 void CommandToProto(std::uint64_t run, std::uint64_t tick, const session::Command& command,
@@ -33,9 +38,10 @@ void CommandToProto(std::uint64_t run, std::uint64_t tick, const session::Comman
 absl::StatusOr<session::RecordedCommand> CommandFromProto(
     const v1::RecordedCommand& recorded, absl::Span<const std::string> route_names);
 
-// Writes pitlane.v1 messages on a recording's own channels and each frame's WorldState on
-// /<session id>/world_state; `telemetry` (may be null) adds more channels for each frame (the
-// web endpoint's Foxglove channels).
+// Writes pitlane.v1 messages on a recording's own channels (each telemetry frame on
+// /pitlane/states) and, for the frames of RecordingStart::foxglove_every_n_ticks, the frame's
+// WorldState on /<session id>/world_state and what `telemetry` (may be null) adds (the web
+// endpoint's Foxglove channels), with the contact events of the frames between.
 class ProtoRecordingEncoder final : public record::RecordingEncoder {
  public:
   using FrameWriter = std::function<void(const session::Delivery& delivery, std::uint64_t time_ns,
@@ -56,16 +62,22 @@ class ProtoRecordingEncoder final : public record::RecordingEncoder {
 
  private:
   std::uint16_t Channel(record::RecordingOutput& out, const std::string& topic,
-                        const std::string& message);
+                        const google::protobuf::Descriptor* message);
   void Write(record::RecordingOutput& out, std::uint16_t channel, std::uint64_t time_ns,
              const google::protobuf::Message& message);
 
   const FrameWriter telemetry_;
-  const std::string descriptor_set_;
+  // Each message's schema (DescriptorSetFor), by its full name.
+  absl::flat_hash_map<std::string, std::string> schemas_;
   std::vector<std::string> route_names_;
-  std::uint16_t commands_ = 0, hashes_ = 0, world_state_ = 0;
+  std::uint16_t commands_ = 0, hashes_ = 0, states_ = 0, world_state_ = 0;
+  std::uint32_t foxglove_every_n_ticks_ = 0;
+  // What the frames since the last one on the Foxglove channels carried for them.
+  session::FrameEvents foxglove_events_;
+  bool foxglove_first_frame_ = false;
   std::string scratch_;
   v1::RecordedCommand command_;
+  v1::RecordedStates states_message_;
   v1::WorldState world_state_message_;
 };
 

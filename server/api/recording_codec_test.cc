@@ -10,8 +10,12 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/descriptor.pb.h"
+#include "google/protobuf/dynamic_message.h"
 #include "gtest/gtest.h"
 #include "server/api/convert.h"
+#include "server/api/frame_encoder.h"
 #include "server/session/replay.h"
 #include "server/session/session.h"
 #include "server/session/testing/recording_transport.h"
@@ -165,6 +169,193 @@ TEST(RecordingCodec, AMalformedCommandNamesItsField) {
   v1::RecordedCommand bad_clock;
   bad_clock.mutable_set_clock()->set_clock_mode(static_cast<v1::ClockMode>(42));
   EXPECT_THAT(CommandFromProto(bad_clock, {}).status().message(), HasSubstr("set_clock."));
+}
+
+}  // namespace
+}  // namespace pitlane::api
+
+namespace pitlane::api {
+namespace {
+
+TEST(RecordedStates, ColumnsInIdOrderToTheNearestStep) {
+  session::Frame frame{.time = {.tick = 40, .sim_time_s = 0.8}, .run = 2};
+  const struct {
+    sim::VehicleId id;
+    double x_m, y_m, yaw_rad, speed_mps;
+    bool crashed;
+  } vehicles[] = {
+      {3, 1.2344, -1.2346, 3.14159265, -0.0005, false},  // Halves round away from zero.
+      {4, -1000.0005, 0.0004999, -3.14159265, 42.0, true},
+      {90, 1e13, -1e13, 1e-9, 1e300, false},  // Beyond 2^53 steps: held there.
+  };
+  for (const auto& v : vehicles) {
+    sim::VehicleSnapshot snapshot;
+    snapshot.id = v.id;
+    snapshot.pose = {.x_m = v.x_m, .y_m = v.y_m, .yaw_rad = v.yaw_rad};
+    snapshot.speed_mps = v.speed_mps;
+    snapshot.crashed = v.crashed;
+    frame.vehicles.push_back(snapshot);
+  }
+  v1::RecordedStates states;
+  FrameToRecordedStates(frame, &states);
+  EXPECT_EQ(states.run(), 2u);
+  EXPECT_EQ(states.tick(), 40u);
+  EXPECT_EQ(states.sim_time_s(), 0.8);
+  EXPECT_THAT(states.vehicle_id_steps(), ::testing::ElementsAre(3, 1, 86));
+  constexpr std::int64_t kMax = std::int64_t{1} << 53;
+  EXPECT_THAT(states.x_mm(), ::testing::ElementsAre(1234, -1000001, kMax));
+  EXPECT_THAT(states.y_mm(), ::testing::ElementsAre(-1235, 0, -kMax));
+  EXPECT_THAT(states.yaw_100urad(), ::testing::ElementsAre(31416, -31416, 0));
+  EXPECT_THAT(states.speed_mmps(), ::testing::ElementsAre(-1, 42000, kMax));
+  EXPECT_THAT(states.crashed_vehicle_ids(), ::testing::ElementsAre(4));
+}
+
+// Keeps the topics written, in order.
+class TopicsOutput final : public record::RecordingOutput {
+ public:
+  std::uint16_t Channel(const record::ChannelSpec& spec) override {
+    for (std::size_t i = 0; i < topics_.size(); ++i) {
+      if (topics_[i] == spec.topic) return static_cast<std::uint16_t>(i);
+    }
+    topics_.push_back(spec.topic);
+    return static_cast<std::uint16_t>(topics_.size() - 1);
+  }
+  void Write(std::uint16_t channel, std::uint64_t /*time_ns*/, absl::string_view data) override {
+    written.emplace_back(topics_[channel], std::string(data));
+  }
+  std::vector<std::pair<std::string, std::string>> written;
+
+ private:
+  std::vector<std::string> topics_;
+};
+
+TEST(ProtoRecordingEncoder, FoxgloveChannelsAtTheirOwnTicksWithTheEventsBetween) {
+  std::vector<std::pair<std::uint64_t, std::size_t>> shown;  // (tick, events) per call.
+  std::vector<bool> shown_first;
+  ProtoRecordingEncoder encoder([&](const session::Delivery& delivery, std::uint64_t,
+                                    record::RecordingOutput&) {
+    shown.emplace_back(delivery.frame->time.tick, delivery.events.events.size());
+    shown_first.push_back(delivery.first_frame);
+  });
+  TopicsOutput out;
+  encoder.Begin({.recording_id = "r-test",
+                 .session_id = "s-test",
+                 .config = Config(),
+                 .telemetry_every_n_ticks = 5,
+                 .foxglove_every_n_ticks = 15},
+                out);
+  const auto deliver = [&](std::uint64_t tick, bool first, std::size_t events) {
+    auto frame = std::make_shared<session::Frame>();
+    frame->time.tick = tick;
+    session::Delivery delivery{.frame = frame, .first_frame = first};
+    for (std::size_t i = 0; i < events; ++i) {
+      sim::ContactEvent event{.tick = tick, .phase = sim::ContactPhase::kBegan};
+      event.contact.pair = {.vehicle = 1, .other_id = 2 + i};
+      delivery.events.events.push_back(event);
+    }
+    encoder.Frame(delivery, tick * 20'000'000, out);
+  };
+  deliver(5, /*first=*/true, 1);  // The recording's first frame: shown at tick 15.
+  deliver(10, false, 2);
+  deliver(15, false, 0);
+  deliver(20, false, 1);
+  deliver(25, false, 0);
+  deliver(0, /*first=*/true, 0);  // A reset: what came before it is not carried over.
+  deliver(5, false, 3);
+  deliver(15, false, 0);
+  EXPECT_THAT(shown, ::testing::ElementsAre(::testing::Pair(15, 3), ::testing::Pair(0, 0),
+                                            ::testing::Pair(15, 3)));
+  EXPECT_THAT(shown_first, ::testing::ElementsAre(true, true, false));
+  std::size_t states = 0, world_states = 0;
+  for (const auto& [topic, data] : out.written) {
+    states += topic == kRecordingStatesTopic;
+    world_states += topic == "/s-test/world_state";
+  }
+  EXPECT_EQ(states, 8u);
+  EXPECT_EQ(world_states, 3u);
+}
+
+TEST(ProtoRecordingEncoder, NoFoxgloveChannelsAtRateZero) {
+  int shown = 0;
+  ProtoRecordingEncoder encoder(
+      [&](const session::Delivery&, std::uint64_t, record::RecordingOutput&) { ++shown; });
+  TopicsOutput out;
+  encoder.Begin({.recording_id = "r-test", .session_id = "s-test", .config = Config(),
+                 .telemetry_every_n_ticks = 1, .foxglove_every_n_ticks = 0},
+                out);
+  for (std::uint64_t tick = 0; tick < 10; ++tick) {
+    auto frame = std::make_shared<session::Frame>();
+    frame->time.tick = tick;
+    encoder.Frame({.frame = frame}, tick, out);
+  }
+  EXPECT_EQ(shown, 0);
+  for (const auto& [topic, data] : out.written) EXPECT_NE(topic, "/s-test/world_state");
+}
+
+}  // namespace
+}  // namespace pitlane::api
+
+namespace pitlane::api {
+namespace {
+
+namespace gp = ::google::protobuf;
+
+// A descriptor set as a reader builds it: its files into a pool of their own, imports first.
+std::unique_ptr<gp::DescriptorPool> PoolOf(const std::string& bytes) {
+  gp::FileDescriptorSet set;
+  EXPECT_TRUE(set.ParseFromString(bytes));
+  auto pool = std::make_unique<gp::DescriptorPool>();
+  for (const gp::FileDescriptorProto& file : set.file()) {
+    EXPECT_NE(pool->BuildFile(file), nullptr) << file.name();
+  }
+  return pool;
+}
+
+TEST(DescriptorSetFor, HoldsWhatTheMessageNeedsAndDecodesIt) {
+  const std::string whole = [] {
+    gp::FileDescriptorProto file;
+    v1::WorldState::descriptor()->file()->CopyTo(&file);
+    return file.SerializeAsString();
+  }();
+  const gp::Descriptor* messages[] = {
+      v1::WorldState::descriptor(),    v1::RecordingHeader::descriptor(),
+      v1::RecordedCommand::descriptor(), v1::TickHash::descriptor(),
+      v1::RecordedStates::descriptor(),  v1::RecordingGap::descriptor()};
+  for (const gp::Descriptor* message : messages) {
+    SCOPED_TRACE(message->full_name());
+    const std::string bytes = DescriptorSetFor(message);
+    EXPECT_LT(bytes.size(), whole.size());
+    std::unique_ptr<gp::DescriptorPool> pool = PoolOf(bytes);
+    const gp::Descriptor* found = pool->FindMessageTypeByName(message->full_name());
+    ASSERT_NE(found, nullptr);
+    // The same fields, with the same types (their messages and enums found in the pool).
+    ASSERT_EQ(found->field_count(), message->field_count());
+    for (int i = 0; i < message->field_count(); ++i) {
+      EXPECT_EQ(found->field(i)->DebugString(), message->field(i)->DebugString());
+    }
+  }
+  // The small ones are small: no other message comes with them.
+  EXPECT_LT(DescriptorSetFor(v1::TickHash::descriptor()).size(), 200u);
+  EXPECT_LT(DescriptorSetFor(v1::RecordedStates::descriptor()).size(), 600u);
+}
+
+TEST(DescriptorSetFor, AWorldStateDecodesThroughItWhole) {
+  // Every kind of vehicle's state, with sensors and contacts, as the server encodes it.
+  session::SessionConfig config = Config();
+  auto session = MakeSession(config);
+  (void)session->SpawnVehicles(EveryModel(config.route_names)).value();
+  (void)session->Step(20, std::nullopt).value();
+  v1::WorldState state;
+  FrameToProto(*session->CurrentFrame(), &state);
+  const std::string bytes = state.SerializeAsString();
+  std::unique_ptr<gp::DescriptorPool> pool = PoolOf(WorldStateDescriptorSet());
+  gp::DynamicMessageFactory factory(pool.get());
+  std::unique_ptr<gp::Message> decoded(
+      factory.GetPrototype(pool->FindMessageTypeByName("pitlane.v1.WorldState"))->New());
+  ASSERT_TRUE(decoded->ParseFromString(bytes));
+  EXPECT_TRUE(decoded->GetReflection()->GetUnknownFields(*decoded).empty());
+  EXPECT_EQ(decoded->SerializeAsString(), bytes);
+  EXPECT_GT(state.vehicles_size(), 7);
 }
 
 }  // namespace

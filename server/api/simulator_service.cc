@@ -1708,6 +1708,7 @@ void RecordingToProto(const record::RecordingInfo& info, v1::RecordingInfo* out)
   out->set_commands_lost(progress.commands_lost);
   v1::RecordingOptions* options = out->mutable_options();
   options->set_telemetry_rate_hz(info.telemetry_rate_hz);
+  options->set_foxglove_rate_hz(info.foxglove_rate_hz);
   options->set_max_bytes(info.max_bytes);
   options->set_max_duration_s(info.max_duration_s);
 }
@@ -1749,6 +1750,7 @@ grpc::ServerUnaryReactor* SimulatorService::StartRecording(grpc::CallbackServerC
     record::RecordingRequest asked;
     const v1::RecordingOptions& options = request->options();
     if (options.has_telemetry_rate_hz()) asked.telemetry_rate_hz = options.telemetry_rate_hz();
+    if (options.has_foxglove_rate_hz()) asked.foxglove_rate_hz = options.foxglove_rate_hz();
     if (options.has_max_bytes()) asked.max_bytes = options.max_bytes();
     if (options.has_max_duration_s()) asked.max_duration_s = options.max_duration_s();
     ASSIGN_OR_RETURN(const record::RecordingInfo info,

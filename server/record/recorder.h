@@ -66,6 +66,9 @@ struct RecordingStart {
   session::SessionConfig config;  // As the session was created.
   session::ObservedStart start;   // Where the recording starts.
   std::uint32_t telemetry_every_n_ticks = 1;
+  // Of the telemetry frames, those the encoder also writes on the Foxglove channels: ticks
+  // that are a multiple of this (a multiple of telemetry_every_n_ticks); 0: none.
+  std::uint32_t foxglove_every_n_ticks = 0;
   std::uint64_t time_origin_ns = 0;  // Wall-clock, since the Unix epoch.
 };
 

@@ -122,6 +122,22 @@ absl::StatusOr<RecordingInfo> Recordings::Start(std::shared_ptr<session::Session
   }
   const auto every_n_ticks = static_cast<std::uint32_t>(
       std::clamp(std::llround(tick_rate_hz / rate_hz), 1LL, 1LL << 31));
+  const double foxglove_rate_hz =
+      request.foxglove_rate_hz.value_or(std::min(limits_.default_foxglove_rate_hz, rate_hz));
+  if (!(foxglove_rate_hz == 0.0 || (foxglove_rate_hz >= min_rate_hz &&
+                                     foxglove_rate_hz <= rate_hz))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options.foxglove_rate_hz: must be 0 (none) or in [", min_rate_hz, ", ", rate_hz,
+        "] (the telemetry rate), got ", foxglove_rate_hz));
+  }
+  // A multiple of the telemetry's period, within what a tick counter holds.
+  const std::uint32_t foxglove_every_n_ticks =
+      foxglove_rate_hz == 0.0
+          ? 0
+          : static_cast<std::uint32_t>(
+                every_n_ticks *
+                std::clamp(std::llround(rate_hz / foxglove_rate_hz), 1LL,
+                           static_cast<long long>((1U << 31) / every_n_ticks)));
   const auto max_ticks =
       static_cast<std::uint64_t>(std::max(1.0, std::ceil(max_duration_s * tick_rate_hz - 1e-9)));
 
@@ -165,6 +181,8 @@ absl::StatusOr<RecordingInfo> Recordings::Start(std::shared_ptr<session::Session
                      .tick_rate_hz = tick_rate_hz,
                      .telemetry_rate_hz = rate_hz,
                      .telemetry_every_n_ticks = every_n_ticks,
+                     .foxglove_rate_hz = foxglove_rate_hz,
+                     .foxglove_every_n_ticks = foxglove_every_n_ticks,
                      .max_bytes = max_bytes,
                      .max_duration_s = max_duration_s};
   absl::StatusOr<std::unique_ptr<Recorder>> recorder = Recorder::Start(
@@ -173,6 +191,7 @@ absl::StatusOr<RecordingInfo> Recordings::Start(std::shared_ptr<session::Session
        .session_id = info.session_id,
        .config = session->config(),
        .telemetry_every_n_ticks = every_n_ticks,
+       .foxglove_every_n_ticks = foxglove_every_n_ticks,
        .time_origin_ns = unix_now_ns_()},
       {.path = info.path,
        .max_bytes = max_bytes,

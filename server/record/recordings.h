@@ -30,10 +30,11 @@ struct RecordingLimits {
   double max_duration_s = 3600.0;                     // Simulated, per recording.
   std::uint32_t max_active = 16;
   double default_telemetry_rate_hz = 10.0;
+  double default_foxglove_rate_hz = 2.0;
 };
 
 // Below this, a recording's max_bytes would hold little more than its schemas and summary
-// (each protobuf channel's schema is the API's FileDescriptorSet, about 22 KB).
+// (the largest schema, the header's (a session config's messages), is about 7 KB).
 inline constexpr std::uint64_t kMinRecordingBytes = 1 << 20;
 // Ended recordings listed; beyond, the oldest are forgotten (their files stay).
 inline constexpr std::size_t kMaxListedRecordings = 10000;
@@ -41,6 +42,7 @@ inline constexpr std::size_t kMaxListedRecordings = 10000;
 // What a client asks of a recording; unset fields take the server's defaults.
 struct RecordingRequest {
   std::optional<double> telemetry_rate_hz;
+  std::optional<double> foxglove_rate_hz;  // 0: no Foxglove channels.
   std::optional<std::uint64_t> max_bytes;
   std::optional<double> max_duration_s;
 };
@@ -55,6 +57,8 @@ struct RecordingInfo {
   double tick_rate_hz = 0.0;
   double telemetry_rate_hz = 0.0;  // As asked (or the default).
   std::uint32_t telemetry_every_n_ticks = 1;
+  double foxglove_rate_hz = 0.0;  // As asked (or the default).
+  std::uint32_t foxglove_every_n_ticks = 0;  // 0: none.
   std::uint64_t max_bytes = 0;
   double max_duration_s = 0.0;
   RecordingProgress progress;

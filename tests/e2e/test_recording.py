@@ -126,22 +126,42 @@ def test_records_demo_for_a_minute_with_a_client_driven_car(tmp_path):
     end = topics["/pitlane/end"]["messages"][0]["value"]
     assert end["reason"] == "stopped" and end["ticks"] == "3000"
 
-    # The live endpoint's channels, same topics: frames at 10 Hz (ticks 0, 5, ..., 3000), each
-    # in the file or counted in a gap (a writer that fell behind; none on a quiet machine).
+    # Telemetry at 10 Hz (ticks 0, 5, ..., 3000) on /pitlane/states, each frame in the file or
+    # counted in a gap (a writer that fell behind; none on a quiet machine); the live
+    # endpoint's channels, same topics, at 2 Hz (ticks 0, 25, ..., 3000).
+    assert header["foxglove_every_n_ticks"] == 25
     gaps = topics.get("/pitlane/gaps", {"messages": []})["messages"]
-    lost = sum(int(g["value"]["count"]) for g in gaps if g["value"]["kind"] == "KIND_FRAMES")
-    assert lost == stopped.frames_lost and stopped.commands_lost == 0
-    frames = 601 - lost
+    lost_ticks = set()
+    for gap in gaps:
+        if gap["value"]["kind"] == "KIND_FRAMES":
+            first, last = int(gap["value"].get("first_tick", 0)), int(gap["value"]["last_tick"])
+            lost_ticks |= {t for t in range(first, last + 1) if t % 5 == 0}
+    assert len(lost_ticks) == stopped.frames_lost and stopped.commands_lost == 0
+    frames = 601 - len(lost_ticks)
+    shown = sum(1 for t in range(0, 3001, 25) if t not in lost_ticks)
+    assert topics["/pitlane/states"]["count"] == frames
+    assert topics["/pitlane/states"]["schema"] == "pitlane.v1.RecordedStates"
     for kind in ("world_state", "scene", "contacts"):
-        assert topics[f"/{sid}/{kind}"]["count"] == frames, kind
+        assert topics[f"/{sid}/{kind}"]["count"] == shown, kind
     assert topics[f"/{sid}/scene"]["schema"] == "foxglove.SceneUpdate"
     assert topics[f"/{sid}/world_state"]["schema"] == "pitlane.v1.WorldState"
     for vehicle in range(1, 9):
-        assert topics[f"/{sid}/vehicle/{vehicle}"]["count"] == frames - (vehicle == car)
+        assert topics[f"/{sid}/vehicle/{vehicle}"]["count"] == shown - (vehicle == car)
     assert topics[f"/{sid}/map"]["count"] >= 1
     last_state = topics[f"/{sid}/world_state"]["last"]["value"]
     assert last_state["time"]["tick"] == "3000"
     assert [v["vehicle_id"] for v in last_state["vehicles"]] == [str(i) for i in range(1, 9)]
+    # The compact states are the full ones to the nearest millimetre, 1e-4 rad and mm/s.
+    last_compact = topics["/pitlane/states"]["last"]["value"]
+    assert last_compact["tick"] == "3000"
+    assert [int(step) for step in last_compact["vehicle_id_steps"]] == [1] * 8
+    for i, vehicle in enumerate(last_state["vehicles"]):
+        assert int(last_compact["x_mm"][i]) == pytest.approx(vehicle.get("x_m", 0.0) * 1e3, abs=0.5)
+        assert int(last_compact["y_mm"][i]) == pytest.approx(vehicle.get("y_m", 0.0) * 1e3, abs=0.5)
+        assert int(last_compact["yaw_100urad"][i]) == pytest.approx(
+            vehicle.get("yaw_rad", 0.0) * 1e4, abs=0.5)
+        assert int(last_compact["speed_mmps"][i]) == pytest.approx(
+            vehicle.get("speed_mps", 0.0) * 1e3, abs=0.5)
     bytes_per_vehicle_tick = stopped.bytes / (8 * 3000)
     print(f"demo, 60 s, 8 vehicles, telemetry 10 Hz: {stopped.bytes} bytes, "
           f"{bytes_per_vehicle_tick:.1f} bytes per vehicle-tick")
@@ -209,6 +229,11 @@ def test_recording_errors_name_their_field(tmp_path):
             (dict(max_bytes=1 << 40), "options.max_bytes"),
             (dict(max_duration_s=-1.0), "options.max_duration_s"),
             (dict(max_duration_s=float("inf")), "options.max_duration_s"),
+            (dict(foxglove_rate_hz=-1.0), "options.foxglove_rate_hz"),
+            (dict(foxglove_rate_hz=float("nan")), "options.foxglove_rate_hz"),
+            # Above the telemetry rate (10 Hz by default, or as asked).
+            (dict(foxglove_rate_hz=11.0), "options.foxglove_rate_hz"),
+            (dict(telemetry_rate_hz=4.0, foxglove_rate_hz=5.0), "options.foxglove_rate_hz"),
         ]:
             with pytest.raises(grpc.RpcError) as bad:
                 client.start_recording(sid, **options)
@@ -451,7 +476,7 @@ def test_recordings_from_the_command_line(tmp_path):
             return done.stdout.split("\n")[:-1]
 
         sid = ok("create", "--scenario=demo", "--clock=lockstep")[0]
-        (rid,) = ok("record", sid, "--telemetry_rate_hz=5")
+        (rid,) = ok("record", sid, "--telemetry_rate_hz=5", "--foxglove_rate_hz=0")
         assert rid.startswith("r-")
         ok("step", sid, "--ticks=100")
         header, row = ok("recordings")
@@ -462,11 +487,12 @@ def test_recordings_from_the_command_line(tmp_path):
         assert ok("fetch", rid, f"--out={out}") == [f"{out} {out.stat().st_size} bytes"]
         assert out.read_bytes() == (tmp_path / "recordings" / f"{rid}.mcap").read_bytes()
         assert not (tmp_path / "fetched.mcap.part").exists()
-        # Read back by @mcap/core: 100 hashes; demo ticks at 50 Hz, so 2 s at 5 Hz is 10 world
-        # states after the one at the start.
+        # Read back by @mcap/core: 100 hashes; demo ticks at 50 Hz, so 2 s at 5 Hz is 10
+        # telemetry frames after the one at the start.
         topics = decode(out)["topics"]
         assert topics["/pitlane/state_hash"]["count"] == 100
-        assert topics[f"/{sid}/world_state"]["count"] == 11
+        assert topics["/pitlane/states"]["count"] == 11
+        assert not any(topic.startswith(f"/{sid}/") for topic in topics)  # No Foxglove channels.
         ok("rm-recording", rid)
         missing = cli("fetch", rid, f"--out={tmp_path / 'again.mcap'}")
         assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr

@@ -866,14 +866,18 @@ class _Api:
         telemetry_rate_hz: Optional[float] = None,
         max_bytes: Optional[int] = None,
         max_duration_s: Optional[float] = None,
+        foxglove_rate_hz: Optional[float] = None,
     ) -> pb.RecordingInfo:
         """Starts recording a session into an MCAP file on the server (its --record_dir).
 
-        Unset options take the server's defaults (telemetry at 10 Hz of simulated time; the
-        server's --max_recording_mib and --max_recording_s)."""
+        Unset options take the server's defaults (telemetry at 10 Hz of simulated time, the
+        Foxglove channels at 2 Hz, 0 for none; the server's --max_recording_mib and
+        --max_recording_s)."""
         options = pb.RecordingOptions()
         if telemetry_rate_hz is not None:
             options.telemetry_rate_hz = telemetry_rate_hz
+        if foxglove_rate_hz is not None:
+            options.foxglove_rate_hz = foxglove_rate_hz
         if max_bytes is not None:
             options.max_bytes = max_bytes
         if max_duration_s is not None:

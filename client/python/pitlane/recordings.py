@@ -26,7 +26,7 @@ _MAGIC = b"\x89MCAP0\r\n"
 _MAX_CHUNK_BYTES = 256 << 20  # As the server's reader.
 _HEADER, _FOOTER, _SCHEMA, _CHANNEL, _MESSAGE, _CHUNK, _DATA_END = 1, 2, 3, 4, 5, 6, 15
 
-# The state columns read from /<session id>/world_state, per vehicle of each frame.
+# The state columns read from /pitlane/states, per vehicle of each telemetry frame.
 STATE_COLUMNS = ("run", "tick", "sim_time_s", "vehicle_id", "x_m", "y_m", "yaw_rad",
                  "speed_mps", "crashed")
 
@@ -147,6 +147,46 @@ def iter_messages(data: bytes,
     yield from records(data, len(_MAGIC), False)
 
 
+def _state_columns(frames: List[pb.RecordedStates], np: Any) -> Dict[str, Any]:
+    """The frames' columns, one row per vehicle of each, in the units of STATE_COLUMNS."""
+    counts = np.array([len(f.vehicle_id_steps) for f in frames], dtype=np.int64)
+
+    def column(name: str, dtype: Any) -> Any:
+        values = [getattr(f, name) for f in frames]
+        if not values:
+            return np.zeros(0, dtype=dtype)
+        return np.concatenate([np.asarray(v, dtype=dtype) for v in values])
+
+    def per_frame(name: str, dtype: Any) -> Any:
+        return np.repeat(np.array([getattr(f, name) for f in frames], dtype=dtype), counts)
+
+    # Ids: the steps summed within each frame.
+    steps = column("vehicle_id_steps", np.uint64)
+    ids = np.cumsum(steps, dtype=np.uint64)
+    starts = np.concatenate((np.zeros(1, dtype=np.int64), np.cumsum(counts)[:-1]))[:len(frames)]
+    summed = np.concatenate((np.zeros(1, dtype=np.uint64), ids))
+    before = np.repeat(summed[starts], counts)
+    ids = ids - before
+    crashed = np.zeros(len(ids), dtype=np.bool_)
+    for i, frame in enumerate(frames):
+        if frame.crashed_vehicle_ids:
+            first = int(starts[i])
+            block = ids[first:first + int(counts[i])]
+            crashed[first:first + int(counts[i])] = np.isin(
+                block, np.asarray(frame.crashed_vehicle_ids, dtype=np.uint64))
+    return {
+        "run": per_frame("run", np.uint64),
+        "tick": per_frame("tick", np.uint64),
+        "sim_time_s": per_frame("sim_time_s", np.float64),
+        "vehicle_id": ids,
+        "x_m": column("x_mm", np.float64) / 1e3,
+        "y_m": column("y_mm", np.float64) / 1e3,
+        "yaw_rad": column("yaw_100urad", np.float64) / 1e4,
+        "speed_mps": column("speed_mmps", np.float64) / 1e3,
+        "crashed": crashed,
+    }
+
+
 def read_recording(path: str) -> Recording:
     """Reads the recording at ``path``."""
     with open(path, "rb") as f:
@@ -155,11 +195,8 @@ def read_recording(path: str) -> Recording:
     header: Optional[pb.RecordingHeader] = None
     run = Recording(header=pb.RecordingHeader())
     hash_rows: List[Tuple[int, int, int]] = []
-    state_rows: List[Tuple] = []
-    # A frame and the hash of its tick share their time: its run is the hash's (or the next,
-    # for the first frame of a reset's world, at the time of the last tick before it).
-    hash_at: Dict[int, Tuple[int, int]] = {}
-    for topic, log_time, payload in iter_messages(data, truncated):
+    frames: List[pb.RecordedStates] = []
+    for topic, _, payload in iter_messages(data, truncated):
         run.counts[topic] = run.counts.get(topic, 0) + 1
         if topic == "/pitlane/session":
             header = pb.RecordingHeader.FromString(payload)
@@ -170,30 +207,17 @@ def read_recording(path: str) -> Recording:
         elif topic == "/pitlane/state_hash":
             hashed = pb.TickHash.FromString(payload)
             hash_rows.append((hashed.run, hashed.tick, hashed.state_hash))
-            hash_at[log_time] = (hashed.run, hashed.tick)
         elif topic == "/pitlane/gaps":
             run.gaps.append(pb.RecordingGap.FromString(payload))
         elif topic == "/pitlane/end":
             run.end = pb.RecordingEnd.FromString(payload)
-        elif topic.endswith("/world_state"):
-            state = pb.WorldState.FromString(payload)
-            frame_run = header.start_run if header is not None else 0
-            if log_time in hash_at:
-                hash_run, hash_tick = hash_at[log_time]
-                frame_run = hash_run if hash_tick == state.time.tick else hash_run + 1
-            for vehicle in state.vehicles:
-                state_rows.append((frame_run, state.time.tick, state.time.sim_time_s,
-                                   vehicle.vehicle_id, vehicle.x_m, vehicle.y_m,
-                                   vehicle.yaw_rad, vehicle.speed_mps, vehicle.crashed))
+        elif topic == "/pitlane/states":
+            frames.append(pb.RecordedStates.FromString(payload))
     if header is None:
         raise ValueError("not a Pitlane recording: it has no /pitlane/session message")
     run.truncated = bool(truncated)
     import numpy as np  # pylint: disable=import-outside-toplevel  # Only for the arrays.
     hashes = np.array(hash_rows, dtype=np.uint64).reshape(-1, 3)
     run.hashes = {"run": hashes[:, 0], "tick": hashes[:, 1], "state_hash": hashes[:, 2]}
-    columns = list(zip(*state_rows)) if state_rows else [()] * len(STATE_COLUMNS)
-    types = (np.uint64, np.uint64, np.float64, np.uint64, np.float64, np.float64, np.float64,
-             np.float64, np.bool_)
-    run.states = {name: np.array(column, dtype=kind)
-                  for name, column, kind in zip(STATE_COLUMNS, columns, types)}
+    run.states = _state_columns(frames, np)
     return run
