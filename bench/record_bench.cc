@@ -96,7 +96,8 @@ std::unique_ptr<record::RecordingEncoder> EncoderFor(
   auto channels = std::make_shared<web::RecordedChannels>(session);
   return std::make_unique<api::ProtoRecordingEncoder>(
       [channels](const session::Delivery& delivery, std::uint64_t time_ns,
-                 record::RecordingOutput& out) { channels->Write(delivery, time_ns, out); });
+                 record::RecordingOutput& out) { channels->Write(delivery, time_ns, out); },
+      [session] { return session->Describe(/*with_vehicles=*/true).vehicles; });
 }
 
 std::string TempFile(const std::string& name) {

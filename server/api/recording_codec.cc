@@ -189,8 +189,36 @@ void FrameToRecordedStates(const session::Frame& frame, v1::RecordedStates* out)
   }
 }
 
-ProtoRecordingEncoder::ProtoRecordingEncoder(FrameWriter telemetry)
-    : telemetry_(std::move(telemetry)) {}
+ProtoRecordingEncoder::ProtoRecordingEncoder(FrameWriter telemetry, VehicleDescriber describe)
+    : telemetry_(std::move(telemetry)), describe_(std::move(describe)) {}
+
+void ProtoRecordingEncoder::DescribeNew(const session::Frame& frame, std::uint64_t time_ns,
+                                        record::RecordingOutput& out) {
+  // Frames list their vehicles by ascending id: the new ones are at the end.
+  if (describe_ == nullptr || frame.vehicles.empty() ||
+      frame.vehicles.back().id <= described_up_to_) {
+    return;
+  }
+  std::vector<sim::VehicleDescription> now = describe_();
+  std::sort(now.begin(), now.end(),
+            [](const sim::VehicleDescription& a, const sim::VehicleDescription& b) {
+              return a.id < b.id;
+            });
+  v1::RecordedVehicles message;
+  auto known = now.begin();
+  for (const sim::VehicleSnapshot& vehicle : frame.vehicles) {
+    if (vehicle.id <= described_up_to_) continue;
+    v1::RecordedVehicle* described = message.add_vehicles();
+    described->set_vehicle_id(vehicle.id);
+    // Both by ascending id.
+    while (known != now.end() && known->id < vehicle.id) ++known;
+    if (known != now.end() && known->id == vehicle.id) {
+      VehicleSpecToProto(known->spec, route_names_, described->mutable_spec());
+    }
+  }
+  described_up_to_ = frame.vehicles.back().id;
+  Write(out, vehicles_, time_ns, message);
+}
 
 std::uint16_t ProtoRecordingEncoder::Channel(record::RecordingOutput& out,
                                              const std::string& topic,
@@ -233,6 +261,9 @@ void ProtoRecordingEncoder::Begin(const record::RecordingStart& start,
         start.time_origin_ns, header);
   commands_ = Channel(out, kRecordingCommandsTopic, v1::RecordedCommand::descriptor());
   hashes_ = Channel(out, kRecordingStateHashTopic, v1::TickHash::descriptor());
+  if (describe_ != nullptr) {
+    vehicles_ = Channel(out, kRecordingVehiclesTopic, v1::RecordedVehicles::descriptor());
+  }
   states_ = Channel(out, kRecordingStatesTopic, v1::RecordedStates::descriptor());
   foxglove_every_n_ticks_ = start.foxglove_every_n_ticks;
   if (foxglove_every_n_ticks_ != 0) {
@@ -260,6 +291,7 @@ void ProtoRecordingEncoder::Hash(std::uint64_t run, std::uint64_t tick, std::uin
 void ProtoRecordingEncoder::Frame(const session::Delivery& delivery, std::uint64_t time_ns,
                                   record::RecordingOutput& out) {
   const session::Frame& frame = *delivery.frame;
+  DescribeNew(frame, time_ns, out);
   FrameToRecordedStates(frame, &states_message_);
   Write(out, states_, time_ns, states_message_);
   if (foxglove_every_n_ticks_ == 0) return;

@@ -27,6 +27,7 @@ inline constexpr char kRecordingStateHashTopic[] = "/pitlane/state_hash";
 inline constexpr char kRecordingGapsTopic[] = "/pitlane/gaps";
 inline constexpr char kRecordingEndTopic[] = "/pitlane/end";
 inline constexpr char kRecordingStatesTopic[] = "/pitlane/states";
+inline constexpr char kRecordingVehiclesTopic[] = "/pitlane/vehicles";
 
 // A frame's vehicles as /pitlane/states records them (RecordedStates: quantized columns).
 void FrameToRecordedStates(const session::Frame& frame, v1::RecordedStates* out);
@@ -46,7 +47,11 @@ class ProtoRecordingEncoder final : public record::RecordingEncoder {
  public:
   using FrameWriter = std::function<void(const session::Delivery& delivery, std::uint64_t time_ns,
                                          record::RecordingOutput& out)>;
-  explicit ProtoRecordingEncoder(FrameWriter telemetry = nullptr);
+  // The session's vehicles now, with their specs (for /pitlane/vehicles).
+  using VehicleDescriber = std::function<std::vector<sim::VehicleDescription>()>;
+  // Null `describe`: no /pitlane/vehicles.
+  explicit ProtoRecordingEncoder(FrameWriter telemetry = nullptr,
+                                 VehicleDescriber describe = nullptr);
 
   void Begin(const record::RecordingStart& start, record::RecordingOutput& out) override;
   void Command(std::uint64_t run, std::uint64_t tick, const session::Command& command,
@@ -66,11 +71,17 @@ class ProtoRecordingEncoder final : public record::RecordingEncoder {
   void Write(record::RecordingOutput& out, std::uint16_t channel, std::uint64_t time_ns,
              const google::protobuf::Message& message);
 
+  // Writes /pitlane/vehicles for the vehicles of `frame` with ids above described_below_.
+  void DescribeNew(const session::Frame& frame, std::uint64_t time_ns,
+                   record::RecordingOutput& out);
+
   const FrameWriter telemetry_;
+  const VehicleDescriber describe_;
+  sim::VehicleId described_up_to_ = 0;  // Ids only grow: those up to this one are described.
   // Each message's schema (DescriptorSetFor), by its full name.
   absl::flat_hash_map<std::string, std::string> schemas_;
   std::vector<std::string> route_names_;
-  std::uint16_t commands_ = 0, hashes_ = 0, states_ = 0, world_state_ = 0;
+  std::uint16_t commands_ = 0, hashes_ = 0, states_ = 0, vehicles_ = 0, world_state_ = 0;
   std::uint32_t foxglove_every_n_ticks_ = 0;
   // What the frames since the last one on the Foxglove channels carried for them.
   session::FrameEvents foxglove_events_;

@@ -275,6 +275,50 @@ TEST(ProtoRecordingEncoder, FoxgloveChannelsAtTheirOwnTicksWithTheEventsBetween)
   EXPECT_EQ(world_states, 3u);
 }
 
+TEST(ProtoRecordingEncoder, DescribesEachVehicleOnceWhenItFirstAppears) {
+  std::vector<sim::VehicleDescription> session_now;
+  int looked = 0;
+  ProtoRecordingEncoder encoder(nullptr, [&] {
+    ++looked;
+    return session_now;
+  });
+  TopicsOutput out;
+  encoder.Begin({.recording_id = "r-test", .session_id = "s-test", .config = Config(),
+                 .telemetry_every_n_ticks = 1, .foxglove_every_n_ticks = 0},
+                out);
+  const auto named = [](sim::VehicleId id) {
+    sim::VehicleDescription description{.id = id};
+    description.spec.name = absl::StrCat("car-", id);
+    return description;
+  };
+  const auto deliver = [&](std::vector<sim::VehicleId> ids) {
+    auto frame = std::make_shared<session::Frame>();
+    for (const sim::VehicleId id : ids) frame->vehicles.push_back({.id = id});
+    encoder.Frame({.frame = frame}, 0, out);
+  };
+  session_now = {named(2), named(1)};
+  deliver({1, 2});
+  deliver({1, 2});     // Nothing new: the session is not asked.
+  session_now = {named(1), named(2), named(3), named(4)};
+  deliver({2, 3, 4});  // 3 and 4 are new.
+  session_now = {named(2)};
+  deliver({2, 6});     // 6 left before the writer looked: described without a spec.
+  EXPECT_EQ(looked, 3);
+  std::vector<std::string> described;
+  for (const auto& [topic, data] : out.written) {
+    if (topic != kRecordingVehiclesTopic) continue;
+    v1::RecordedVehicles message;
+    ASSERT_TRUE(message.ParseFromString(data));
+    std::string line;
+    for (const v1::RecordedVehicle& vehicle : message.vehicles()) {
+      absl::StrAppend(&line, vehicle.vehicle_id(), "=",
+                      vehicle.has_spec() ? vehicle.spec().name() : "?", " ");
+    }
+    described.push_back(line);
+  }
+  EXPECT_THAT(described, ::testing::ElementsAre("1=car-1 2=car-2 ", "3=car-3 4=car-4 ", "6=? "));
+}
+
 TEST(ProtoRecordingEncoder, NoFoxgloveChannelsAtRateZero) {
   int shown = 0;
   ProtoRecordingEncoder encoder(

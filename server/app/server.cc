@@ -117,7 +117,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
           auto channels = std::make_shared<web::RecordedChannels>(session);
           return std::make_unique<api::ProtoRecordingEncoder>(
               [channels](const session::Delivery& delivery, std::uint64_t time_ns,
-                         record::RecordingOutput& out) { channels->Write(delivery, time_ns, out); });
+                         record::RecordingOutput& out) { channels->Write(delivery, time_ns, out); },
+              [session] { return session->Describe(/*with_vehicles=*/true).vehicles; });
         },
         clock,
         [] {

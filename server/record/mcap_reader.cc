@@ -70,8 +70,24 @@ class Fields {
 
 class Reader {
  public:
-  Reader(const McapMessageCallback& on_message, const McapReadOptions& options)
+  Reader(const McapMessageCallback* on_message, const McapReadOptions& options)
       : on_message_(on_message), options_(options) {}
+
+  void set_on_message(const McapMessageCallback* on_message) { on_message_ = on_message; }
+
+  // The chunk record at `offset` of `file` alone, with the schemas and channels read before.
+  absl::Status ReadChunkAt(absl::string_view file, std::uint64_t offset) {
+    if (offset < kMagic.size() || offset > file.size() || file.size() - offset < 9 ||
+        static_cast<std::uint8_t>(file[offset]) != kChunk) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("byte ", offset, ": no chunk record begins there"));
+    }
+    std::uint64_t length = 0;
+    Fields(file.substr(offset + 1, 8)).Read(length);
+    if (length > file.size() - offset - 9) return Corrupt("chunk", offset, "it runs past the file");
+    Fields fields(file.substr(offset + 9, static_cast<std::size_t>(length)));
+    return Chunk(fields, offset);
+  }
 
   absl::StatusOr<McapReadSummary> Read(absl::string_view file) {
     if (file.size() < kMagic.size() || file.substr(0, kMagic.size()) != kMagic) {
@@ -171,8 +187,9 @@ class Reader {
         }
         const auto schema = schemas_.find(channel->second.schema_id);
         ++messages_;
-        return on_message_(channel->second, schema != schemas_.end() ? &schema->second : nullptr,
-                           message);
+        message.chunk_offset = in_chunk ? chunk_offset_ : 0;
+        return (*on_message_)(channel->second,
+                              schema != schemas_.end() ? &schema->second : nullptr, message);
       }
       case kChunk: {
         if (in_chunk) return Corrupt("chunk", offset, "a chunk inside a chunk");
@@ -233,6 +250,7 @@ class Reader {
     }
     // The chunk's records, errors named by the chunk's offset. (buffer_ is reused only by
     // the next chunk, and chunks do not nest.)
+    chunk_offset_ = offset;
     absl::string_view rest = plain;
     while (!rest.empty()) {
       if (rest.size() < 9) return Corrupt("chunk", offset, "a record inside it is cut short");
@@ -264,27 +282,19 @@ class Reader {
   }
 
   static constexpr std::size_t kMaxMessageBytes = std::size_t{1} << 30;
-  const McapMessageCallback& on_message_;
-  const McapReadOptions& options_;
+  const McapMessageCallback* on_message_;
+  const McapReadOptions options_;
   absl::flat_hash_map<std::uint16_t, McapSchema> schemas_;
   absl::flat_hash_map<std::uint16_t, McapChannel> channels_;
   std::string buffer_;
   std::uint64_t messages_ = 0;
   std::uint64_t kept_ = 0;
+  std::uint64_t chunk_offset_ = 0;  // Of the chunk being read.
 };
 
-}  // namespace
-
-absl::StatusOr<McapReadSummary> ReadMcap(absl::string_view bytes,
-                                         const McapMessageCallback& on_message,
-                                         const McapReadOptions& options) {
-  return Reader(on_message, options).Read(bytes);
-}
-
-absl::StatusOr<McapReadSummary> ReadMcapFile(const std::string& path,
-                                             const McapMessageCallback& on_message,
-                                             const McapReadOptions& options) {
-  // Not a FIFO that would block the open, not a link out of the directory.
+// Opens `path` for reading: not a FIFO that would block the open, not a link out of the
+// directory, a regular file. Returns the descriptor and the size.
+absl::StatusOr<std::pair<int, std::size_t>> OpenFile(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   if (fd < 0) {
     const int error = errno;
@@ -298,18 +308,68 @@ absl::StatusOr<McapReadSummary> ReadMcapFile(const std::string& path,
     close(fd);
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
   }
-  const auto size = static_cast<std::size_t>(info.st_size);
+  return std::make_pair(fd, static_cast<std::size_t>(info.st_size));
+}
+
+}  // namespace
+
+absl::StatusOr<McapReadSummary> ReadMcap(absl::string_view bytes,
+                                         const McapMessageCallback& on_message,
+                                         const McapReadOptions& options) {
+  return Reader(&on_message, options).Read(bytes);
+}
+
+absl::StatusOr<McapReadSummary> ReadMcapFile(const std::string& path,
+                                             const McapMessageCallback& on_message,
+                                             const McapReadOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<McapFileReader> file, McapFileReader::Open(path, options));
+  return file->ReadAll(on_message);
+}
+
+class McapFileReader::State {
+ public:
+  explicit State(const McapReadOptions& options) : reader(nullptr, options) {}
+  Reader reader;
+};
+
+McapFileReader::McapFileReader(const char* bytes, std::size_t size,
+                               const McapReadOptions& options)
+    : bytes_(bytes), size_(size), state_(std::make_unique<State>(options)) {}
+
+McapFileReader::~McapFileReader() {
+  if (size_ > 0) munmap(const_cast<char*>(bytes_), size_);
+}
+
+absl::StatusOr<std::unique_ptr<McapFileReader>> McapFileReader::Open(
+    const std::string& path, const McapReadOptions& options) {
+  ASSIGN_OR_RETURN(const auto opened, OpenFile(path));
+  const auto [fd, size] = opened;
   if (size == 0) {
     close(fd);
-    return ReadMcap("", on_message, options);
+    return std::unique_ptr<McapFileReader>(new McapFileReader(nullptr, 0, options));
   }
   // Mapped, not read: a recording may be gigabytes; the pages come and go as it is read.
   void* mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
   if (mapped == MAP_FAILED) return absl::InternalError(absl::StrCat(path, ": cannot map it"));
+  return std::unique_ptr<McapFileReader>(
+      new McapFileReader(static_cast<const char*>(mapped), size, options));
+}
+
+absl::StatusOr<McapReadSummary> McapFileReader::ReadAll(const McapMessageCallback& on_message) {
+  state_->reader.set_on_message(&on_message);
   absl::StatusOr<McapReadSummary> read =
-      ReadMcap(absl::string_view(static_cast<const char*>(mapped), size), on_message, options);
-  munmap(mapped, size);
+      state_->reader.Read(absl::string_view(bytes_ != nullptr ? bytes_ : "", size_));
+  state_->reader.set_on_message(nullptr);
+  return read;
+}
+
+absl::Status McapFileReader::ReadChunk(std::uint64_t chunk_offset,
+                                       const McapMessageCallback& on_message) {
+  state_->reader.set_on_message(&on_message);
+  absl::Status read = state_->reader.ReadChunkAt(
+      absl::string_view(bytes_ != nullptr ? bytes_ : "", size_), chunk_offset);
+  state_->reader.set_on_message(nullptr);
   return read;
 }
 

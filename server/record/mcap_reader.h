@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -39,6 +40,9 @@ struct McapMessage {
   std::uint64_t log_time = 0;
   std::uint64_t publish_time = 0;
   absl::string_view data;  // Valid during the callback only.
+  // The byte offset of the chunk record that holds it (0: outside any chunk): for
+  // McapFileReader::ReadChunk.
+  std::uint64_t chunk_offset = 0;
 };
 
 struct McapReadOptions {
@@ -74,6 +78,34 @@ absl::StatusOr<McapReadSummary> ReadMcap(absl::string_view bytes,
 absl::StatusOr<McapReadSummary> ReadMcapFile(const std::string& path,
                                              const McapMessageCallback& on_message,
                                              const McapReadOptions& options = {});
+
+// A file at a path, mapped: read whole once, then any of its chunks again on its own (a
+// reader that seeks keeps the chunk offsets of what it wants from the first read).
+// Not thread-safe.
+class McapFileReader {
+ public:
+  // NotFound, PermissionDenied, ... naming the path; InvalidArgument for what is not a file.
+  static absl::StatusOr<std::unique_ptr<McapFileReader>> Open(const std::string& path,
+                                                              const McapReadOptions& options = {});
+  ~McapFileReader();
+  McapFileReader(const McapFileReader&) = delete;
+  McapFileReader& operator=(const McapFileReader&) = delete;
+
+  // As ReadMcapFile; the schemas and channels read are kept for ReadChunk.
+  absl::StatusOr<McapReadSummary> ReadAll(const McapMessageCallback& on_message);
+  // The messages of the chunk record at `chunk_offset` (from a message ReadAll gave), with
+  // the schemas and channels ReadAll read. InvalidArgument for an offset that is not a chunk's.
+  absl::Status ReadChunk(std::uint64_t chunk_offset, const McapMessageCallback& on_message);
+
+  std::uint64_t size() const { return size_; }
+
+ private:
+  McapFileReader(const char* bytes, std::size_t size, const McapReadOptions& options);
+  class State;
+  const char* const bytes_;
+  const std::size_t size_;
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace pitlane::record
 

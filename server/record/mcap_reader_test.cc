@@ -154,3 +154,68 @@ TEST(McapReader, TheCallbacksErrorStopsTheRead) {
 
 }  // namespace
 }  // namespace pitlane::record
+
+namespace pitlane::record {
+namespace {
+
+TEST(McapFileReader, ReadsAnyChunkAgainOnItsOwn) {
+  const std::string path = ::testing::TempDir() + "/chunks.mcap";
+  {
+    std::vector<Seen> unused;
+    const std::string bytes = Written(McapCompression::kZstd, 400, &unused);
+    FILE* file = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(file, nullptr);
+    ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), file), bytes.size());
+    std::fclose(file);
+  }
+  absl::StatusOr<std::unique_ptr<McapFileReader>> reader = McapFileReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  // Every message, with the chunk it is in.
+  std::vector<std::pair<std::uint64_t, std::string>> all;
+  const absl::StatusOr<McapReadSummary> read = (*reader)->ReadAll(
+      [&](const McapChannel& channel, const McapSchema*, const McapMessage& message) {
+        all.emplace_back(message.chunk_offset, absl::StrCat(channel.topic, " ", message.data));
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(all.size(), 400u);
+  std::vector<std::uint64_t> chunks;
+  for (const auto& [offset, text] : all) {
+    ASSERT_GT(offset, 0u);
+    if (chunks.empty() || chunks.back() != offset) chunks.push_back(offset);
+  }
+  ASSERT_GT(chunks.size(), 5u);
+  // Each chunk again, in any order (the last first): the same messages.
+  for (auto it = chunks.rbegin(); it != chunks.rend(); ++it) {
+    std::vector<std::pair<std::uint64_t, std::string>> again;
+    ASSERT_TRUE((*reader)
+                    ->ReadChunk(*it,
+                                [&](const McapChannel& channel, const McapSchema*,
+                                    const McapMessage& message) {
+                                  again.emplace_back(message.chunk_offset,
+                                                     absl::StrCat(channel.topic, " ",
+                                                                  message.data));
+                                  return absl::OkStatus();
+                                })
+                    .ok());
+    std::vector<std::pair<std::uint64_t, std::string>> expected;
+    for (const auto& entry : all) {
+      if (entry.first == *it) expected.push_back(entry);
+    }
+    EXPECT_EQ(again, expected);
+  }
+  // Offsets where no chunk begins.
+  const auto ignore = [](const McapChannel&, const McapSchema*, const McapMessage&) {
+    return absl::OkStatus();
+  };
+  for (const std::uint64_t offset :
+       {std::uint64_t{0}, std::uint64_t{3}, chunks[0] + 1, (*reader)->size() - 1,
+        (*reader)->size(), (*reader)->size() + 100, ~std::uint64_t{0}}) {
+    const absl::Status status = (*reader)->ReadChunk(offset, ignore);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << offset;
+  }
+  EXPECT_EQ(McapFileReader::Open(path + ".missing").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace pitlane::record

@@ -89,6 +89,8 @@ def test_records_demo_for_a_minute_with_a_client_driven_car(tmp_path):
         assert len(run.commands) == 1201
         assert list(run.hashes["tick"]) == list(range(1, 3001))
         assert int(run.hashes["state_hash"][-1]) == final_hash
+        assert sorted(run.vehicles) == list(range(1, 9))  # The scenario's 7 and the car.
+        assert run.vehicles[car].name == "student"
         mine = run.states["vehicle_id"] == car
         assert mine.sum() == 600  # From its spawn at tick 0 on, at ticks 5, 10, ..., 3000.
         assert run.states["x_m"][mine].min() < run.states["x_m"][mine].max()  # It moved.

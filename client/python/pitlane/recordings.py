@@ -3,7 +3,7 @@
     import pitlane
     client.download_recording(recording_id, "run.mcap")
     run = pitlane.read_recording("run.mcap")
-    run.header.session_id, len(run.commands)
+    run.header.session_id, len(run.commands), run.vehicles[3].name
     run.hashes["tick"], run.hashes["state_hash"]        # every tick
     run.states["x_m"][run.states["vehicle_id"] == 3]    # each telemetry frame's vehicles
 
@@ -39,6 +39,8 @@ class Recording:
     commands: List[pb.RecordedCommand] = field(default_factory=list)
     gaps: List[pb.RecordingGap] = field(default_factory=list)
     end: Optional[pb.RecordingEnd] = None
+    # Every vehicle recorded, by id: its spec (None if it left before the writer saw it).
+    vehicles: Dict[int, Optional[pb.VehicleSpec]] = field(default_factory=dict)
     # Every tick's hash: numpy arrays "run", "tick", "state_hash" (uint64).
     hashes: Dict[str, Any] = field(default_factory=dict)
     # One row per vehicle of each telemetry frame: numpy arrays named by STATE_COLUMNS.
@@ -213,6 +215,10 @@ def read_recording(path: str) -> Recording:
             run.end = pb.RecordingEnd.FromString(payload)
         elif topic == "/pitlane/states":
             frames.append(pb.RecordedStates.FromString(payload))
+        elif topic == "/pitlane/vehicles":
+            for vehicle in pb.RecordedVehicles.FromString(payload).vehicles:
+                run.vehicles[vehicle.vehicle_id] = (vehicle.spec if vehicle.HasField("spec")
+                                                    else None)
     if header is None:
         raise ValueError("not a Pitlane recording: it has no /pitlane/session message")
     run.truncated = bool(truncated)
