@@ -65,31 +65,46 @@ class Needed {
   absl::flat_hash_set<const gp::EnumDescriptor*> enums_;
 };
 
-// Appends the part of `file` that `needed` names to `set`, after the files it imports that
-// are needed too, each once.
+// Whether `file` holds a needed type or imports, publicly or not, one that does.
+bool Reaches(const gp::FileDescriptor* file,
+             const absl::flat_hash_set<const gp::FileDescriptor*>& files) {
+  if (files.contains(file)) return true;
+  for (int i = 0; i < file->dependency_count(); ++i) {
+    if (Reaches(file->dependency(i), files)) return true;
+  }
+  return false;
+}
+
+// Appends `file` to `set` with only the top-level messages and enums `needed` names (its
+// options, syntax and the rest as they are), after the files it imports that hold any of them
+// (each once; public imports followed through files that hold none).
 void AddNeeded(const gp::FileDescriptor* file, const Needed& needed,
                const absl::flat_hash_set<const gp::FileDescriptor*>& files,
                absl::flat_hash_set<const gp::FileDescriptor*>& added,
                gp::FileDescriptorSet& set) {
   if (!added.insert(file).second) return;
-  gp::FileDescriptorProto* proto = nullptr;
-  std::vector<std::string> imports;
+  gp::FileDescriptorProto proto;
+  file->CopyTo(&proto);
+  proto.clear_dependency();
+  proto.clear_public_dependency();
+  proto.clear_weak_dependency();
   for (int i = 0; i < file->dependency_count(); ++i) {
-    if (!files.contains(file->dependency(i))) continue;
+    if (!Reaches(file->dependency(i), files)) continue;
     AddNeeded(file->dependency(i), needed, files, added, set);
-    imports.push_back(file->dependency(i)->name());
+    proto.add_dependency(file->dependency(i)->name());
   }
-  proto = set.add_file();
-  proto->set_name(file->name());
-  proto->set_package(file->package());
-  proto->set_syntax(file->syntax() == gp::FileDescriptor::SYNTAX_PROTO3 ? "proto3" : "proto2");
-  for (const std::string& name : imports) proto->add_dependency(name);
+  proto.clear_message_type();
   for (int i = 0; i < file->message_type_count(); ++i) {
-    if (needed.Has(file->message_type(i))) file->message_type(i)->CopyTo(proto->add_message_type());
+    if (needed.Has(file->message_type(i))) file->message_type(i)->CopyTo(proto.add_message_type());
   }
+  proto.clear_enum_type();
   for (int i = 0; i < file->enum_type_count(); ++i) {
-    if (needed.Has(file->enum_type(i))) file->enum_type(i)->CopyTo(proto->add_enum_type());
+    if (needed.Has(file->enum_type(i))) file->enum_type(i)->CopyTo(proto.add_enum_type());
   }
+  // What could name types left out: services and extensions.
+  proto.clear_service();
+  proto.clear_extension();
+  *set.add_file() = std::move(proto);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "server/api/recording_codec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
@@ -157,11 +158,13 @@ absl::StatusOr<session::RecordedCommand> CommandFromProto(
 
 namespace {
 
-// `value` * `scale`, to the nearest whole number (within what a double holds exactly).
+// `value` * `scale`, to the nearest whole number (halves away from zero), held within what a
+// double counts exactly; 0 for NaN (a state never holds one: see fuzz_checks.h).
 std::int64_t Quantize(double value, double scale) {
   constexpr double kLimit = 9007199254740992.0;  // 2^53
-  const double scaled = std::clamp(value * scale, -kLimit, kLimit);
-  return static_cast<std::int64_t>(scaled < 0.0 ? scaled - 0.5 : scaled + 0.5);
+  const double scaled = value * scale;
+  if (std::isnan(scaled)) return 0;
+  return std::llround(std::clamp(scaled, -kLimit, kLimit));
 }
 
 }  // namespace

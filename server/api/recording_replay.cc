@@ -112,6 +112,42 @@ absl::StatusOr<v1::RecordingHeader> ReadRecordingHeader(const std::string& path)
   return *std::move(header);
 }
 
+absl::StatusOr<record::RecordingInfo> DescribeRecordingFile(const std::string& path) {
+  ASSIGN_OR_RETURN(const v1::RecordingHeader header, ReadRecordingHeader(path));
+  const double tick_rate_hz = header.config().tick_rate_hz();
+  if (!(tick_rate_hz > 0.0) || header.telemetry_every_n_ticks() == 0) {
+    return absl::InvalidArgumentError("/pitlane/session: no tick rate or telemetry decimation");
+  }
+  record::RecordingInfo info;
+  info.session_id = header.session_id();
+  info.start_time = {.tick = header.start_tick(),
+                     .sim_time_s = static_cast<double>(header.start_tick()) / tick_rate_hz};
+  info.replayable_from_start = header.replayable_from_start();
+  info.tick_rate_hz = tick_rate_hz;
+  info.telemetry_every_n_ticks = header.telemetry_every_n_ticks();
+  info.telemetry_rate_hz = tick_rate_hz / header.telemetry_every_n_ticks();
+  info.foxglove_every_n_ticks = header.foxglove_every_n_ticks();
+  info.foxglove_rate_hz =
+      header.foxglove_every_n_ticks() == 0 ? 0.0 : tick_rate_hz / header.foxglove_every_n_ticks();
+  const absl::StatusOr<record::McapStatistics> statistics = record::ReadMcapStatistics(path);
+  if (!statistics.ok()) {
+    info.progress.end_status = statistics.status();
+    info.progress.end_reason = std::string(statistics.status().message());
+    return info;
+  }
+  info.progress.messages = statistics->message_count;
+  // Message times are the start's wall-clock time plus the simulated time recorded: the last
+  // one (the end's) says how much that was.
+  const std::uint64_t origin = header.time_origin_unix_ns();
+  const double recorded_s =
+      statistics->message_end_time > origin
+          ? static_cast<double>(statistics->message_end_time - origin) * 1e-9
+          : 0.0;
+  info.progress.ticks = static_cast<std::uint64_t>(recorded_s * tick_rate_hz + 0.5);
+  info.progress.end_reason = "recorded before this server started";
+  return info;
+}
+
 absl::StatusOr<ReplayOutcome> ReplayRecordingFile(const std::string& path,
                                                   const v1::RecordingHeader& header,
                                                   session::Session& session,

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "pitlane/v1/simulator.pb.h"
+#include "server/record/recordings.h"
 #include "server/session/session.h"
 
 namespace pitlane::api {
@@ -20,6 +21,11 @@ namespace v1 = ::pitlane::v1;
 // The /pitlane/session message of the recording at `path`. InvalidArgument for a file that is
 // not a recording (not MCAP, no header message first); the file's errors.
 absl::StatusOr<v1::RecordingHeader> ReadRecordingHeader(const std::string& path);
+
+// What the recording at `path` holds, for the list of a server started after it was made
+// (record::Recordings::FileDescriber): its header and, from its summary, how much simulated
+// time it holds. A file cut short (no summary) is FAILED, saying so.
+absl::StatusOr<record::RecordingInfo> DescribeRecordingFile(const std::string& path);
 
 // How a re-simulation went.
 struct ReplayOutcome {

@@ -1701,7 +1701,8 @@ void RecordingToProto(const record::RecordingInfo& info, v1::RecordingInfo* out)
   out->set_bytes(progress.bytes);
   out->set_messages(progress.messages);
   out->set_ticks(progress.ticks);
-  out->set_duration_s(static_cast<double>(progress.ticks) / info.tick_rate_hz);
+  out->set_duration_s(
+      info.tick_rate_hz > 0.0 ? static_cast<double>(progress.ticks) / info.tick_rate_hz : 0.0);
   SimTimeToProto(info.start_time, out->mutable_start_time());
   out->set_replayable_from_start(info.replayable_from_start);
   out->set_frames_lost(progress.frames_lost);

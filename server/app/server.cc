@@ -10,6 +10,7 @@
 #include "server/api/audit.h"
 #include "server/api/frame_encoder.h"
 #include "server/api/recording_codec.h"
+#include "server/api/recording_replay.h"
 #include "server/api/wire.h"
 #include "server/web/recorded_channels.h"
 
@@ -125,7 +126,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
           return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                                 std::chrono::system_clock::now().time_since_epoch())
                                                 .count());
-        });
+        },
+        &api::DescribeRecordingFile);
     if (!recordings.ok()) return recordings.status();
     server->recordings_ = *std::move(recordings);
     server->service_.SetRecordings(server->recordings_.get());

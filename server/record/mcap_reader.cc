@@ -326,6 +326,11 @@ absl::StatusOr<McapReadSummary> ReadMcapFile(const std::string& path,
   return file->ReadAll(on_message);
 }
 
+absl::StatusOr<McapStatistics> ReadMcapStatistics(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::unique_ptr<McapFileReader> file, McapFileReader::Open(path));
+  return file->Statistics();
+}
+
 class McapFileReader::State {
  public:
   explicit State(const McapReadOptions& options) : reader(nullptr, options) {}
@@ -354,6 +359,59 @@ absl::StatusOr<std::unique_ptr<McapFileReader>> McapFileReader::Open(
   if (mapped == MAP_FAILED) return absl::InternalError(absl::StrCat(path, ": cannot map it"));
   return std::unique_ptr<McapFileReader>(
       new McapFileReader(static_cast<const char*>(mapped), size, options));
+}
+
+absl::StatusOr<McapStatistics> McapFileReader::Statistics() const {
+  // The file ends with the footer record (opcode, length 20, summary start, summary offset
+  // start, summary CRC) and the magic.
+  constexpr std::size_t kFooterBytes = 1 + 8 + 8 + 8 + 4;
+  const absl::string_view file(bytes_ != nullptr ? bytes_ : "", size_);
+  if (file.size() < 2 * kMagic.size() + kFooterBytes ||
+      file.substr(file.size() - kMagic.size()) != kMagic ||
+      static_cast<std::uint8_t>(file[file.size() - kMagic.size() - kFooterBytes]) != mcap::kFooter) {
+    return absl::FailedPreconditionError(
+        "the file has no summary (it was cut short: its server stopped while recording)");
+  }
+  const std::size_t footer = file.size() - kMagic.size() - kFooterBytes;
+  Fields fields(file.substr(footer + 1, kFooterBytes - 1));
+  std::uint64_t length = 0, summary_start = 0, summary_offset_start = 0;
+  std::uint32_t crc = 0;
+  fields.Read(length);
+  fields.Read(summary_start);
+  fields.Read(summary_offset_start);
+  fields.Read(crc);
+  if (length != kFooterBytes - 9 || summary_start > footer ||
+      (summary_start != 0 && summary_start < kMagic.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("footer at byte ", footer, ": its fields do not hold together"));
+  }
+  if (summary_start == 0) {
+    return absl::FailedPreconditionError("the file's summary has no statistics");
+  }
+  // The summary's records, up to the footer.
+  absl::string_view rest = file.substr(summary_start, footer - summary_start);
+  while (rest.size() >= 9) {
+    const auto opcode = static_cast<std::uint8_t>(rest[0]);
+    std::uint64_t record_length = 0;
+    Fields(rest.substr(1, 8)).Read(record_length);
+    if (record_length > rest.size() - 9) break;
+    if (opcode == kStatistics) {
+      Fields statistics(rest.substr(9, static_cast<std::size_t>(record_length)));
+      McapStatistics out;
+      // Between the count and the times: the counts of schemas (u16), channels, attachments,
+      // metadata and chunks (u32 each).
+      std::uint16_t schemas = 0;
+      std::uint32_t channels = 0, attachments = 0, metadata = 0, chunks = 0;
+      if (!statistics.Read(out.message_count) || !statistics.Read(schemas) ||
+          !statistics.Read(channels) || !statistics.Read(attachments) ||
+          !statistics.Read(metadata) || !statistics.Read(chunks) ||
+          !statistics.Read(out.message_start_time) || !statistics.Read(out.message_end_time)) {
+        return absl::InvalidArgumentError("the summary's statistics run past their end");
+      }
+      return out;
+    }
+    rest.remove_prefix(9 + static_cast<std::size_t>(record_length));
+  }
+  return absl::FailedPreconditionError("the file's summary has no statistics");
 }
 
 absl::StatusOr<McapReadSummary> McapFileReader::ReadAll(const McapMessageCallback& on_message) {

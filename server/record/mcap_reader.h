@@ -79,6 +79,17 @@ absl::StatusOr<McapReadSummary> ReadMcapFile(const std::string& path,
                                              const McapMessageCallback& on_message,
                                              const McapReadOptions& options = {});
 
+// What a file's summary says of it, read from its end without reading its data.
+struct McapStatistics {
+  std::uint64_t message_count = 0;
+  std::uint64_t message_start_time = 0;  // Of its first and last messages (0 if none).
+  std::uint64_t message_end_time = 0;
+};
+// The Statistics record of the file at `path`. NotFound naming the path; FailedPrecondition
+// for a file with no summary (cut short) or none with statistics; InvalidArgument for a
+// footer or summary that does not hold together.
+absl::StatusOr<McapStatistics> ReadMcapStatistics(const std::string& path);
+
 // A file at a path, mapped: read whole once, then any of its chunks again on its own (a
 // reader that seeks keeps the chunk offsets of what it wants from the first read).
 // Not thread-safe.
@@ -98,6 +109,8 @@ class McapFileReader {
   absl::Status ReadChunk(std::uint64_t chunk_offset, const McapMessageCallback& on_message);
 
   std::uint64_t size() const { return size_; }
+  // What the file's summary says (ReadMcapStatistics).
+  absl::StatusOr<McapStatistics> Statistics() const;
 
  private:
   McapFileReader(const char* bytes, std::size_t size, const McapReadOptions& options);

@@ -219,3 +219,41 @@ TEST(McapFileReader, ReadsAnyChunkAgainOnItsOwn) {
 
 }  // namespace
 }  // namespace pitlane::record
+
+namespace pitlane::record {
+namespace {
+
+std::string WriteTemp(const std::string& name, const std::string& bytes) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  FILE* file = std::fopen(path.c_str(), "wb");
+  EXPECT_NE(file, nullptr);
+  EXPECT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), file), bytes.size());
+  std::fclose(file);
+  return path;
+}
+
+TEST(McapStatistics, ReadFromTheSummaryAloneOrRefusedForAFileCutShort) {
+  std::vector<Seen> seen;
+  const std::string bytes = Written(McapCompression::kZstd, 300, &seen);
+  absl::StatusOr<McapStatistics> statistics = ReadMcapStatistics(WriteTemp("stats.mcap", bytes));
+  ASSERT_TRUE(statistics.ok()) << statistics.status();
+  EXPECT_EQ(statistics->message_count, 300u);
+  std::uint64_t first = ~std::uint64_t{0}, last = 0;
+  for (const Seen& message : seen) {
+    first = std::min(first, message.log_time);
+    last = std::max(last, message.log_time);
+  }
+  EXPECT_EQ(statistics->message_start_time, first);
+  EXPECT_EQ(statistics->message_end_time, last);
+  for (const std::size_t cut : {bytes.size() - 1, bytes.size() - 8, bytes.size() / 2,
+                                std::size_t{8}, std::size_t{0}}) {
+    EXPECT_EQ(ReadMcapStatistics(WriteTemp("cut.mcap", bytes.substr(0, cut))).status().code(),
+              absl::StatusCode::kFailedPrecondition)
+        << cut;
+  }
+  EXPECT_EQ(ReadMcapStatistics(::testing::TempDir() + "/none.mcap").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace pitlane::record

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "server/util/random_bytes.h"
 
 namespace pitlane::record {
@@ -17,6 +18,18 @@ namespace {
 
 // Characters after "r-": 128 random bits at 5 bits a character.
 constexpr std::size_t kIdRandomBytes = 16;
+
+// "r-", then kIdRandomBytes of base32 (lowercase), then ".mcap".
+bool IsRecordingFileName(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, "r-") || !absl::ConsumeSuffix(&name, ".mcap") ||
+      name.size() != (kIdRandomBytes * 8 + 4) / 5) {
+    return false;
+  }
+  for (const char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '2' && c <= '7'))) return false;
+  }
+  return true;
+}
 
 absl::StatusOr<std::string> NewRecordingId() {
   std::array<std::uint8_t, kIdRandomBytes> bytes{};
@@ -28,7 +41,7 @@ absl::StatusOr<std::string> NewRecordingId() {
 
 absl::StatusOr<std::unique_ptr<Recordings>> Recordings::Create(
     RecordingLimits limits, EncoderFactory encoders, const session::Clock* clock,
-    std::function<std::uint64_t()> unix_now_ns) {
+    std::function<std::uint64_t()> unix_now_ns, FileDescriber describe_file) {
   std::error_code error;
   const std::filesystem::path dir(limits.dir);
   if (!std::filesystem::is_directory(dir, error)) {
@@ -42,7 +55,48 @@ absl::StatusOr<std::unique_ptr<Recordings>> Recordings::Create(
   auto recordings = std::unique_ptr<Recordings>(
       new Recordings(std::move(limits), std::move(encoders), clock, std::move(unix_now_ns), 0));
   recordings->quota_.Charge(recordings->BytesOnDisk());
+  if (describe_file != nullptr) recordings->ListFilesOnDisk(describe_file);
   return recordings;
+}
+
+void Recordings::ListFilesOnDisk(const FileDescriber& describe_file) {
+  struct Found {
+    std::filesystem::file_time_type modified;
+    std::string id, path;
+    std::uint64_t bytes = 0;
+  };
+  std::vector<Found> found;
+  std::error_code error;
+  for (const auto& file : std::filesystem::directory_iterator(limits_.dir, error)) {
+    const std::string name = file.path().filename().string();
+    std::error_code file_error;
+    if (!IsRecordingFileName(name) || !file.is_regular_file(file_error)) continue;
+    const std::uintmax_t bytes = file.file_size(file_error);
+    const auto modified = file.last_write_time(file_error);
+    if (file_error) continue;
+    found.push_back({modified, name.substr(0, name.size() - 5), file.path().string(), bytes});
+  }
+  std::sort(found.begin(), found.end(),
+            [](const Found& a, const Found& b) { return a.modified < b.modified; });
+  absl::MutexLock lock(&mu_);
+  for (Found& file : found) {
+    if (entries_.size() >= kMaxListedRecordings) break;
+    absl::StatusOr<RecordingInfo> described = describe_file(file.path);
+    RecordingInfo info;
+    if (described.ok()) {
+      info = *std::move(described);
+    } else {
+      info.progress.end_status = described.status();
+      info.progress.end_reason = absl::StrCat("cannot be read: ", described.status().message());
+    }
+    info.recording_id = file.id;
+    info.path = std::move(file.path);
+    info.owner.clear();
+    info.progress.bytes = file.bytes;
+    info.progress.ended = true;
+    const std::string id = info.recording_id;
+    entries_[id] = Entry{.info = std::move(info), .order = next_order_++};
+  }
 }
 
 std::uint64_t Recordings::BytesOnDisk() const {
@@ -124,20 +178,22 @@ absl::StatusOr<RecordingInfo> Recordings::Start(std::shared_ptr<session::Session
       std::clamp(std::llround(tick_rate_hz / rate_hz), 1LL, 1LL << 31));
   const double foxglove_rate_hz =
       request.foxglove_rate_hz.value_or(std::min(limits_.default_foxglove_rate_hz, rate_hz));
+  // The telemetry's rate as its decimation makes it; the Foxglove channels take every n-th of
+  // its frames, n as large as keeps at least the rate asked.
+  const double telemetry_hz = tick_rate_hz / every_n_ticks;
   if (!(foxglove_rate_hz == 0.0 || (foxglove_rate_hz >= min_rate_hz &&
-                                     foxglove_rate_hz <= rate_hz))) {
+                                     foxglove_rate_hz <= telemetry_hz * (1 + 1e-9)))) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "options.foxglove_rate_hz: must be 0 (none) or in [", min_rate_hz, ", ", rate_hz,
-        "] (the telemetry rate), got ", foxglove_rate_hz));
+        "options.foxglove_rate_hz: must be 0 (none) or in [", min_rate_hz, ", ", telemetry_hz,
+        "] (the telemetry's rate), got ", foxglove_rate_hz));
   }
-  // A multiple of the telemetry's period, within what a tick counter holds.
   const std::uint32_t foxglove_every_n_ticks =
       foxglove_rate_hz == 0.0
           ? 0
-          : static_cast<std::uint32_t>(
-                every_n_ticks *
-                std::clamp(std::llround(rate_hz / foxglove_rate_hz), 1LL,
-                           static_cast<long long>((1U << 31) / every_n_ticks)));
+          : every_n_ticks *
+                static_cast<std::uint32_t>(std::clamp(
+                    std::floor(telemetry_hz / foxglove_rate_hz + 1e-9), 1.0,
+                    static_cast<double>((std::uint32_t{1} << 31) / every_n_ticks)));
   const auto max_ticks =
       static_cast<std::uint64_t>(std::max(1.0, std::ceil(max_duration_s * tick_rate_hz - 1e-9)));
 

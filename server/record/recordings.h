@@ -69,13 +69,19 @@ class Recordings {
  public:
   using EncoderFactory =
       std::function<std::unique_ptr<RecordingEncoder>(const std::shared_ptr<session::Session>&)>;
+  // What a recording file left by an earlier run of the server holds (its session, start,
+  // rates, ticks); `path` and the progress's bytes are filled in by the caller. An error
+  // lists the file as FAILED with it.
+  using FileDescriber = std::function<absl::StatusOr<RecordingInfo>(const std::string& path)>;
 
   // `limits.dir` must be a directory this process may write; the .mcap files already in it
-  // count against the quota. `clock` (for the subscribers) must outlive this;
-  // `unix_now_ns` gives the wall-clock time that recordings' message times start from.
+  // count against the quota, and those named as recordings (r-<id>.mcap) are listed, ended,
+  // as `describe_file` (may be null: not listed) says, with no owner (only admins see them).
+  // `clock` (for the subscribers) must outlive this; `unix_now_ns` gives the wall-clock time
+  // that recordings' message times start from.
   static absl::StatusOr<std::unique_ptr<Recordings>> Create(
       RecordingLimits limits, EncoderFactory encoders, const session::Clock* clock,
-      std::function<std::uint64_t()> unix_now_ns);
+      std::function<std::uint64_t()> unix_now_ns, FileDescriber describe_file = nullptr);
   ~Recordings();  // Stops every recording.
 
   const RecordingLimits& limits() const { return limits_; }
@@ -114,6 +120,8 @@ class Recordings {
   void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The bytes of the .mcap files in the directory.
   std::uint64_t BytesOnDisk() const;
+  // Lists the recordings' files already in the directory, oldest first.
+  void ListFilesOnDisk(const FileDescriber& describe_file);
 
   const RecordingLimits limits_;
   const EncoderFactory encoders_;

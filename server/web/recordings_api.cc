@@ -62,8 +62,15 @@ void AppendRecording(const record::RecordingInfo& info, std::string* out) {
   json::AppendInteger(progress.frames_lost, out);
   out->append(",\"commands_lost\":");
   json::AppendInteger(progress.commands_lost, out);
-  out->append(",\"telemetry_rate_hz\":");
+  out->append(",\"options\":{\"telemetry_rate_hz\":");
   json::AppendNumber(info.telemetry_rate_hz, out);
+  out->append(",\"foxglove_rate_hz\":");
+  json::AppendNumber(info.foxglove_rate_hz, out);
+  out->append(",\"max_bytes\":");
+  json::AppendInteger(info.max_bytes, out);
+  out->append(",\"max_duration_s\":");
+  json::AppendNumber(info.max_duration_s, out);
+  out->push_back('}');
   out->append(",\"url\":");
   json::AppendString(absl::StrCat("/recordings/", info.recording_id, ".mcap"), out);
   out->push_back('}');

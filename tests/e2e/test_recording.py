@@ -343,6 +343,50 @@ def test_a_killed_server_leaves_a_file_readable_up_to_its_last_chunk(tmp_path):
     assert run.truncated and len(run.hashes["tick"]) > 100 and run.end is None
 
 
+def test_a_server_lists_the_recordings_an_earlier_one_left(tmp_path):
+    (tmp_path / "admin").mkdir()
+    with running_server(*record_dir_flags(tmp_path)) as server:
+        client = pitlane.Client(server.address)
+        sid = client.create_session(scenario="demo", clock_mode="lockstep").session_id
+        # Chunks of 64 KiB (1/16 of max_bytes), several of them: everything at 50 Hz.
+        recording = client.start_recording(sid, max_bytes=1 << 20, telemetry_rate_hz=50.0,
+                                           foxglove_rate_hz=50.0)
+        client.step(sid, 250)
+        done = client.stop_recording(recording.recording_id)
+    cut = tmp_path / ("r-" + "a" * 26 + ".mcap")  # A recording cut short (half of one).
+    whole = (tmp_path / f"{done.recording_id}.mcap").read_bytes()
+    cut.write_bytes(whole[:len(whole) // 2])
+    junk = tmp_path / ("r-" + "b" * 26 + ".mcap")
+    junk.write_bytes(b"not a recording")
+    (tmp_path / "notes.mcap").write_bytes(b"not named as a recording: only counted")
+    with running_token_server(tmp_path / "admin", *record_dir_flags(tmp_path)) as (
+            server, admin, _):
+        as_admin = pitlane.Client(server.address, token=admin)
+        listed = {r.recording_id: r for r in as_admin.list_recordings()}
+        assert set(listed) == {done.recording_id, cut.stem, junk.stem}
+        again = listed[done.recording_id]
+        assert again.state == pitlane.pb.RECORDING_STATE_COMPLETE
+        assert again.end_reason == "recorded before this server started"
+        assert (again.session_id, again.ticks, again.bytes) == (sid, 250, done.bytes)
+        assert again.replayable_from_start
+        assert listed[cut.stem].state == pitlane.pb.RECORDING_STATE_FAILED
+        assert "no summary" in listed[cut.stem].end_reason
+        assert listed[junk.stem].state == pitlane.pb.RECORDING_STATE_FAILED
+        assert listed[junk.stem].end_reason.startswith("cannot be read: ")
+        # Re-simulated, fetched and deleted like any other; only the admin sees them (their
+        # owners' tokens were those of the server before).
+        replay = as_admin.replay_recording(done.recording_id)
+        assert replay.matched and replay.ticks_compared == 250
+        owner = pitlane.Client(server.address, token=as_admin.owner_tokens[
+            as_admin.create_session(name="other").session_id][0])
+        assert owner.list_recordings() == []
+        fetched = tmp_path / "admin" / "again.mcap"
+        assert as_admin.download_recording(done.recording_id, str(fetched)) == done.bytes
+        for recording_id in (junk.stem, cut.stem):
+            as_admin.delete_recording(recording_id)
+        assert not junk.exists() and not cut.exists()
+
+
 def test_who_may_record_list_and_stop(tmp_path):
     (tmp_path / "recordings").mkdir()
     with running_token_server(tmp_path, *record_dir_flags(tmp_path / "recordings")) as (
@@ -420,6 +464,8 @@ def test_recordings_over_http_listed_fetched_and_deleted_by_the_same_rules(tmp_p
         assert listed["state"] == "complete" and listed["end_reason"] == "stopped"
         assert listed["ticks"] == stopped.ticks == 200 and listed["bytes"] == stopped.bytes
         assert listed["url"] == f"/recordings/{rid}.mcap"
+        assert listed["options"] == {"telemetry_rate_hz": 10, "foxglove_rate_hz": 2,
+                                     "max_bytes": 1 << 30, "max_duration_s": 3600}
         assert json.loads(http(base, "/recordings", token=owner_b)[2]) == {"recordings": []}
 
         # Fetched whole, in part (a resumed download), or not at all.
@@ -499,6 +545,7 @@ def test_recordings_from_the_command_line(tmp_path):
         missing = cli("fetch", rid, f"--out={tmp_path / 'again.mcap'}")
         assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr
         assert not (tmp_path / "again.mcap").exists()
+        assert not (tmp_path / "again.mcap.part").exists()
         bad = cli("fetch", "../x")
         assert bad.returncode == 2 and "--out" in bad.stderr
 

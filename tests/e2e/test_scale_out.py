@@ -310,6 +310,14 @@ def test_the_shipped_front_door_configurations_are_the_generators_output():
         assert again == text
     statefulset = next(m for m in manifests if m["kind"] == "StatefulSet")
     replicas = statefulset["spec"]["replicas"]
+    # The root file system is read-only: the recordings' directory is a volume (else the server
+    # cannot write there and refuses to start).
+    (container,) = statefulset["spec"]["template"]["spec"]["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert mounts[env["PITLANE_RECORD_DIR"]] in {
+        t["metadata"]["name"] for t in statefulset["spec"]["volumeClaimTemplates"]}
     assert generated_by(config_map["data"]["default.conf"]) == [
         f"pitlane-{i}=pitlane-{i}:50051,pitlane-{i}:8080" for i in range(replicas)]
     assert {m["metadata"]["name"] for m in manifests if m["kind"] == "Service"} >= {

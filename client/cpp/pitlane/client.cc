@@ -1,5 +1,6 @@
 #include "pitlane/client.h"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <utility>
@@ -300,25 +301,33 @@ absl::StatusOr<std::uint64_t> Client::DeleteRecording(absl::string_view recordin
 absl::StatusOr<std::uint64_t> Client::DownloadRecording(absl::string_view recording_id,
                                                         const std::string& path) {
   const std::string part = path + ".part";
-  std::uint64_t have = 0;
   std::ofstream out(part, std::ios::binary | std::ios::trunc);
   if (!out) return absl::InvalidArgumentError(absl::StrCat("path: cannot write ", part));
+  // Whatever goes wrong, no partial file is left.
+  const auto failed = [&](absl::Status status) {
+    out.close();
+    std::error_code ignored;
+    std::filesystem::remove(part, ignored);
+    return status;
+  };
   v1::DownloadRecordingRequest request;
   request.set_recording_id(std::string(recording_id));
-  request.set_offset(have);
   grpc::ClientContext context;
   (void)Prepare(&context, "", /*stream=*/true);
+  // A big file on a slow link takes long, but not forever.
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::hours(24));
   std::unique_ptr<grpc::ClientReader<v1::DownloadRecordingResponse>> reader =
       stub_->DownloadRecording(&context, request);
   v1::DownloadRecordingResponse piece;
-  std::uint64_t size = have;
+  std::uint64_t have = 0, size = 0;
   bool sized = false;
   while (reader->Read(&piece)) {
-    if (piece.offset() != have) {
+    if (piece.offset() != have || (sized && piece.size() != size)) {
       context.TryCancel();
       (void)reader->Finish();
-      return absl::DataLossError(absl::StrCat("the server sent bytes from ", piece.offset(),
-                                              ", expected ", have));
+      return failed(absl::DataLossError(absl::StrCat(
+          "the server sent bytes from ", piece.offset(), " of ", piece.size(), ", expected ",
+          have, sized ? absl::StrCat(" of ", size) : std::string())));
     }
     size = piece.size();
     sized = true;
@@ -326,21 +335,22 @@ absl::StatusOr<std::uint64_t> Client::DownloadRecording(absl::string_view record
     if (!out) {
       context.TryCancel();
       (void)reader->Finish();
-      return absl::InternalError(absl::StrCat("path: cannot write ", part));
+      return failed(absl::InternalError(absl::StrCat("path: cannot write ", part)));
     }
     have += piece.data().size();
   }
   const absl::Status status = FromGrpc(reader->Finish());
-  if (!status.ok()) return status;  // The .part stays (a partial file).
+  if (!status.ok()) return failed(status);
   out.close();
-  if (!out || (sized && have != size)) {
-    return absl::DataLossError(absl::StrCat("got ", have, " of ", size, " bytes"));
+  if (!out) return failed(absl::InternalError(absl::StrCat("path: cannot write ", part)));
+  if (sized && have != size) {
+    return failed(absl::DataLossError(absl::StrCat("got ", have, " of ", size, " bytes")));
   }
   std::error_code error;
   std::filesystem::rename(part, path, error);
   if (error) {
-    return absl::InternalError(absl::StrCat("path: cannot rename ", part, " to ", path, ": ",
-                                            error.message()));
+    return failed(absl::InternalError(absl::StrCat("path: cannot rename ", part, " to ", path,
+                                                   ": ", error.message())));
   }
   return have;
 }
