@@ -3,6 +3,7 @@
 // every tick; a file with one command changed reports its divergence at the first tick it
 // changed; a file cut short is re-simulated up to its cut; a reset before the recording.
 #include "server/api/recording_replay.h"
+#include "server/api/recording_frames.h"
 
 #include <atomic>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -246,6 +248,100 @@ TEST_F(ReplayTest, NotARecordingIsRefused) {
   const std::string path = TempPath("not-a-recording.mcap");
   std::ofstream(path) << "hello";
   EXPECT_THAT(ReadRecordingHeader(path).status().message(), HasSubstr("not an MCAP file"));
+}
+
+}  // namespace
+}  // namespace pitlane::api
+
+namespace pitlane::api {
+namespace {
+
+TEST_F(ReplayTest, FramesComeBackFromTheFileByTimeAChunkAtATime) {
+  auto session = Create(ProtoConfig());
+  std::vector<sim::VehicleSpec> specs(3);
+  for (int i = 0; i < 3; ++i) {
+    specs[i].name = absl::StrCat("car-", i);
+    specs[i].initial_pose = {.x_m = 10.0 * i, .y_m = -3.0 * i, .yaw_rad = 0.4 * i - 0.4};
+    specs[i].initial_speed_mps = 4.0 + i;
+  }
+  ASSERT_TRUE(session->SpawnVehicles(specs).ok());
+  const std::string path = TempPath("frames.mcap");
+  std::shared_ptr<session::Session> held = session;
+  absl::StatusOr<std::unique_ptr<record::Recorder>> recorder = record::Recorder::Start(
+      session,
+      {.recording_id = "r-test", .session_id = session->id(), .config = session->config(),
+       .telemetry_every_n_ticks = 10},
+      {.path = path, .mcap = {.chunk_bytes = 1024}},
+      std::make_unique<ProtoRecordingEncoder>(
+          nullptr, [held] { return held->Describe(/*with_vehicles=*/true).vehicles; }),
+      &clock_);
+  ASSERT_TRUE(recorder.ok()) << recorder.status();
+  // Every telemetry frame as the session made it: at ticks 0, 10, ..., 300.
+  std::vector<std::shared_ptr<const session::Frame>> live = {session->CurrentFrame()};
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_TRUE(session->SetControls({{.id = 4, .acceleration_mps2 = 0.5,
+                                       .steering_angle_rad = 0.05 * (i % 5)}}).ok());
+    ASSERT_TRUE(session->Step(10, std::nullopt).ok());
+    live.push_back(session->CurrentFrame());
+  }
+  (*recorder)->Stop();
+
+  absl::StatusOr<std::unique_ptr<RecordingFrames>> frames = RecordingFrames::Open(path);
+  ASSERT_TRUE(frames.ok()) << frames.status();
+  EXPECT_EQ((*frames)->header().session_id(), session->id());
+  ASSERT_EQ((*frames)->frames().size(), live.size());
+  ASSERT_EQ((*frames)->vehicles().size(), 6u);  // The config's three and these.
+  EXPECT_EQ((*frames)->vehicles().at(5).name, "car-1");
+  std::set<std::uint64_t> chunks;
+  for (const RecordingFrames::Entry& entry : (*frames)->frames()) chunks.insert(entry.chunk_offset);
+  EXPECT_GT(chunks.size(), 3u);
+  // In any order (back to front, then by time), each frame as it was, to the file's precision.
+  const double tick_s = 1.0 / session->config().world.tick_rate_hz;
+  for (std::size_t k = 0; k < 2 * live.size(); ++k) {
+    const std::size_t i = k < live.size() ? live.size() - 1 - k : k - live.size();
+    const std::size_t at = k < live.size()
+                               ? i
+                               : (*frames)->IndexAt(static_cast<std::uint64_t>(
+                                     (10.0 * i + 3) * tick_s * 1e9));  // 3 ticks after it.
+    ASSERT_EQ(at, i);
+    absl::StatusOr<std::shared_ptr<const session::Frame>> frame = (*frames)->Frame(at);
+    ASSERT_TRUE(frame.ok()) << frame.status();
+    const session::Frame& expected = *live[i];
+    EXPECT_EQ((*frame)->time.tick, expected.time.tick);
+    EXPECT_EQ((*frame)->run, expected.run);
+    ASSERT_EQ((*frame)->vehicles.size(), expected.vehicles.size());
+    for (std::size_t v = 0; v < expected.vehicles.size(); ++v) {
+      const sim::VehicleSnapshot& want = expected.vehicles[v];
+      const sim::VehicleSnapshot& got = (*frame)->vehicles[v];
+      EXPECT_EQ(got.id, want.id);
+      EXPECT_EQ(got.kind, want.kind);
+      EXPECT_NEAR(got.pose.x_m, want.pose.x_m, 0.5e-3);
+      EXPECT_NEAR(got.pose.y_m, want.pose.y_m, 0.5e-3);
+      EXPECT_NEAR(got.pose.yaw_rad, want.pose.yaw_rad, 0.5e-4);
+      EXPECT_NEAR(got.speed_mps, want.speed_mps, 0.5e-3);
+      EXPECT_EQ(got.crashed, want.crashed);
+    }
+  }
+  EXPECT_EQ((*frames)->IndexAt(0), 0u);
+  EXPECT_EQ((*frames)->IndexAt(~std::uint64_t{0}), live.size() - 1);
+  EXPECT_EQ((*frames)->Frame(live.size()).status().code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST(RecordedStatesToFrame, RefusesColumnsThatDoNotFit) {
+  v1::RecordedStates states;
+  states.add_vehicle_id_steps(1);
+  states.add_x_mm(1);
+  EXPECT_EQ(RecordedStatesToFrame(states, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  states.add_y_mm(2);
+  states.add_yaw_100urad(3);
+  states.add_speed_mmps(4);
+  ASSERT_TRUE(RecordedStatesToFrame(states, {}).ok());
+  states.add_vehicle_id_steps(0);  // Ids must ascend.
+  states.add_x_mm(1);
+  states.add_y_mm(2);
+  states.add_yaw_100urad(3);
+  states.add_speed_mmps(4);
+  EXPECT_EQ(RecordedStatesToFrame(states, {}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -1,0 +1,152 @@
+#include "server/api/recording_frames.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/api/convert.h"
+#include "server/api/recording_codec.h"
+#include "server/util/status_macros.h"
+
+namespace pitlane::api {
+
+absl::StatusOr<session::Frame> RecordedStatesToFrame(
+    const v1::RecordedStates& states,
+    const absl::flat_hash_map<sim::VehicleId, sim::VehicleSpec>& vehicles) {
+  const int count = states.vehicle_id_steps_size();
+  if (states.x_mm_size() != count || states.y_mm_size() != count ||
+      states.yaw_100urad_size() != count || states.speed_mmps_size() != count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "/pitlane/states at tick ", states.tick(), ": its columns are not all ", count, " long"));
+  }
+  session::Frame frame;
+  frame.run = states.run();
+  frame.time = {.tick = states.tick(), .sim_time_s = states.sim_time_s()};
+  frame.vehicles.reserve(static_cast<std::size_t>(count));
+  sim::VehicleId id = 0;
+  int crashed = 0;
+  for (int i = 0; i < count; ++i) {
+    const std::uint64_t step = states.vehicle_id_steps(i);
+    if (step == 0 || id + step < id) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "/pitlane/states at tick ", states.tick(), ": vehicle_id_steps[", i, "] is not > 0"));
+    }
+    id += step;
+    sim::VehicleSnapshot vehicle;
+    vehicle.id = id;
+    if (const auto spec = vehicles.find(id); spec != vehicles.end()) {
+      vehicle.kind = sim::ModelKindOf(spec->second.model);
+    }
+    vehicle.pose = {.x_m = static_cast<double>(states.x_mm(i)) * 1e-3,
+                    .y_m = static_cast<double>(states.y_mm(i)) * 1e-3,
+                    .yaw_rad = static_cast<double>(states.yaw_100urad(i)) * 1e-4};
+    vehicle.speed_mps = static_cast<double>(states.speed_mmps(i)) * 1e-3;
+    // Both in id order.
+    while (crashed < states.crashed_vehicle_ids_size() && states.crashed_vehicle_ids(crashed) < id) {
+      ++crashed;
+    }
+    vehicle.crashed =
+        crashed < states.crashed_vehicle_ids_size() && states.crashed_vehicle_ids(crashed) == id;
+    frame.vehicles.push_back(std::move(vehicle));
+  }
+  return frame;
+}
+
+absl::StatusOr<std::unique_ptr<RecordingFrames>> RecordingFrames::Open(const std::string& path) {
+  auto frames = std::unique_ptr<RecordingFrames>(new RecordingFrames());
+  ASSIGN_OR_RETURN(frames->file_, record::McapFileReader::Open(path));
+  std::optional<std::uint64_t> origin;
+  std::vector<std::string> route_names;
+  RecordingFrames& out = *frames;
+  const absl::StatusOr<record::McapReadSummary> read = out.file_->ReadAll(
+      [&](const record::McapChannel& channel, const record::McapSchema*,
+          const record::McapMessage& message) -> absl::Status {
+        if (!origin.has_value()) {
+          if (channel.topic != kRecordingSessionTopic ||
+              !out.header_.ParseFromArray(message.data.data(),
+                                          static_cast<int>(message.data.size()))) {
+            return absl::InvalidArgumentError(
+                "not a Pitlane recording: its first message is not a /pitlane/session header");
+          }
+          origin = out.header_.time_origin_unix_ns();
+          for (const v1::Track& track : out.header_.config().tracks()) {
+            route_names.push_back(track.name());
+          }
+          return absl::OkStatus();
+        }
+        if (channel.topic == kRecordingStatesTopic) {
+          if (message.chunk_offset == 0) {
+            return absl::InvalidArgumentError("/pitlane/states: a message outside any chunk");
+          }
+          out.frames_.push_back({.time_ns = message.log_time > *origin ? message.log_time - *origin : 0,
+                                 .chunk_offset = message.chunk_offset});
+        } else if (channel.topic == kRecordingVehiclesTopic) {
+          v1::RecordedVehicles described;
+          if (!described.ParseFromArray(message.data.data(),
+                                        static_cast<int>(message.data.size()))) {
+            return absl::InvalidArgumentError("/pitlane/vehicles: a message does not parse");
+          }
+          for (const v1::RecordedVehicle& vehicle : described.vehicles()) {
+            if (!vehicle.has_spec()) continue;
+            absl::StatusOr<sim::VehicleSpec> spec = VehicleSpecFromProto(vehicle.spec(), route_names);
+            if (spec.ok()) out.vehicles_[vehicle.vehicle_id()] = *std::move(spec);
+          }
+        }
+        return absl::OkStatus();
+      });
+  if (!read.ok()) return read.status();
+  if (!origin.has_value()) {
+    return absl::InvalidArgumentError("not a Pitlane recording: it has no /pitlane/session header");
+  }
+  if (out.frames_.empty()) {
+    return absl::InvalidArgumentError("the recording holds no frames (/pitlane/states)");
+  }
+  return frames;
+}
+
+std::size_t RecordingFrames::IndexAt(std::uint64_t time_ns) const {
+  // The first frame after `time_ns`, then the one before it.
+  const auto after = std::upper_bound(
+      frames_.begin(), frames_.end(), time_ns,
+      [](std::uint64_t time, const Entry& entry) { return time < entry.time_ns; });
+  return after == frames_.begin() ? 0 : static_cast<std::size_t>(after - frames_.begin()) - 1;
+}
+
+absl::StatusOr<std::shared_ptr<const session::Frame>> RecordingFrames::Frame(std::size_t index) {
+  if (index >= frames_.size()) {
+    return absl::OutOfRangeError(absl::StrCat("frame ", index, ": the recording has ",
+                                              frames_.size()));
+  }
+  const std::uint64_t chunk = frames_[index].chunk_offset;
+  if (cached_.empty() || cached_chunk_ != chunk) {
+    cached_.clear();
+    // The chunk's frames are those of consecutive entries.
+    std::size_t first = index;
+    while (first > 0 && frames_[first - 1].chunk_offset == chunk) --first;
+    std::vector<std::shared_ptr<const session::Frame>> decoded;
+    absl::Status status = file_->ReadChunk(
+        chunk, [&](const record::McapChannel& channel, const record::McapSchema*,
+                   const record::McapMessage& message) -> absl::Status {
+          if (channel.topic != kRecordingStatesTopic) return absl::OkStatus();
+          v1::RecordedStates states;
+          if (!states.ParseFromArray(message.data.data(), static_cast<int>(message.data.size()))) {
+            return absl::InvalidArgumentError("/pitlane/states: a message does not parse");
+          }
+          ASSIGN_OR_RETURN(session::Frame frame, RecordedStatesToFrame(states, vehicles_));
+          decoded.push_back(std::make_shared<const session::Frame>(std::move(frame)));
+          return absl::OkStatus();
+        });
+    if (!status.ok()) return status;
+    cached_ = std::move(decoded);
+    cached_chunk_ = chunk;
+    cached_first_ = first;
+  }
+  const std::size_t at = index - cached_first_;
+  if (at >= cached_.size()) {
+    return absl::InternalError("the recording's chunk no longer holds the frames it held");
+  }
+  return cached_[at];
+}
+
+}  // namespace pitlane::api
