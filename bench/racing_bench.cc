@@ -1,0 +1,106 @@
+// What racing costs per vehicle per tick (issue 18). Run:
+//   build/bin/racing_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+//
+// 10,000 vehicles spread round a 2.4 km oval (the shipped scenarios' shape, 12 m wide, points
+// 2 m apart), each moving 0.5 m a tick along it with a lateral wobble:
+// BM_TrackProgress: each one's LapTracker::Update (its place on the track, laps, sectors).
+// BM_TrackSensors: each one's 19 TORCS beams cast on the edges through the grid, and
+// BM_TrackSensorsBruteForce the same by testing every edge segment (100 vehicles: the
+// baseline the grid is measured against).
+#include <cmath>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "server/sim/racing/lap_tracker.h"
+#include "server/sim/racing/track.h"
+#include "server/sim/racing/track_sensors.h"
+#include "server/sim/testing/test_routes.h"
+
+namespace pitlane::sim {
+namespace {
+
+const TrackGeometry& Oval() {
+  static const TrackGeometry* track = new TrackGeometry(*MakeTrackGeometry(
+      *MakeRouteParams({.points = ::pitlane::sim::Oval(800.0, 100.0, 2.0), .closed = true,
+                        .lane_width_m = 12.0}),
+      {800.0, 1600.0}));
+  return *track;
+}
+
+// Vehicle i at tick t: on the centre line at arc length spread evenly plus 0.5 m a tick, a
+// few metres to the side.
+Pose2 PoseOf(int i, int n, int t) {
+  const TrackGeometry& track = Oval();
+  const double s = track.route.length_m * i / n + 0.5 * t;
+  std::uint32_t segment = 0;
+  const RoutePoint p = RoutePointAt(track.route, s, segment);
+  const RouteVertex& v = track.route.vertices[segment];
+  const double lateral = 4.0 * std::sin(0.01 * t + i);
+  return {.x_m = p.x_m - v.dir_y * lateral, .y_m = p.y_m + v.dir_x * lateral,
+          .yaw_rad = std::atan2(v.dir_y, v.dir_x) + 0.1 * std::sin(0.02 * t + i)};
+}
+
+void BM_TrackProgress(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  constexpr int kTicks = 64;
+  std::vector<std::vector<Pose2>> poses(kTicks);
+  for (int t = 0; t < kTicks; ++t) {
+    for (int i = 0; i < n; ++i) poses[t].push_back(PoseOf(i, n, t));
+  }
+  std::vector<LapTracker> trackers;
+  for (int i = 0; i < n; ++i) trackers.emplace_back(Oval(), poses[0][i]);
+  int t = 1;
+  std::vector<LapEvent> events;
+  for (auto _ : state) {
+    events.clear();
+    for (int i = 0; i < n; ++i) trackers[i].Update(poses[t][i], 0.02, &events);
+    t = t + 1 < kTicks ? t + 1 : 1;
+    benchmark::DoNotOptimize(events.data());
+  }
+  state.counters["per_vehicle"] = benchmark::Counter(
+      static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
+                                  benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_TrackProgress)->Arg(10000)->Unit(benchmark::kMicrosecond);
+
+template <bool kBruteForce>
+void BM_Sensors(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const std::vector<double> beams = DefaultTrackBeamAngles();
+  std::vector<Pose2> poses;
+  std::vector<TrackPosition> positions;
+  for (int i = 0; i < n; ++i) {
+    poses.push_back(PoseOf(i, n, 7));
+    positions.push_back(PositionOnTrack(
+        Oval(), poses.back(),
+        ProjectOntoRoute(Oval().route, poses.back().x_m, poses.back().y_m).segment));
+  }
+  double sum = 0.0;
+  for (auto _ : state) {
+    for (int i = 0; i < n; ++i) {
+      if constexpr (kBruteForce) {
+        for (const double angle : beams) {
+          const double yaw = poses[i].yaw_rad + angle;
+          sum += CastOnEdgesBruteForce(Oval(), poses[i].x_m, poses[i].y_m, std::cos(yaw),
+                                       std::sin(yaw), 200.0);
+        }
+      } else {
+        sum += ReadTrackSensors(Oval(), positions[i], poses[i], beams, 200.0)
+                   .edge_distances_m[0];
+      }
+    }
+  }
+  benchmark::DoNotOptimize(sum);
+  state.counters["per_vehicle"] = benchmark::Counter(
+      static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
+                                  benchmark::Counter::kInvert);
+}
+void BM_TrackSensors(benchmark::State& state) { BM_Sensors<false>(state); }
+void BM_TrackSensorsBruteForce(benchmark::State& state) { BM_Sensors<true>(state); }
+BENCHMARK(BM_TrackSensors)->Arg(10000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TrackSensorsBruteForce)->Arg(100)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace pitlane::sim
+
+BENCHMARK_MAIN();
