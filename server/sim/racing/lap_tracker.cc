@@ -1,6 +1,7 @@
 #include "server/sim/racing/lap_tracker.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace pitlane::sim {
 
@@ -28,6 +29,12 @@ double LapTracker::NextBoundary() const {
 
 void LapTracker::Update(const Pose2& pose, double dt_s, std::vector<LapEvent>* events) {
   const double length = track_->route.length_m;
+  if (!(std::isfinite(pose.x_m) && std::isfinite(pose.y_m) && std::isfinite(pose.yaw_rad))) {
+    // Nowhere: the time passes, the place stays.
+    progress_.total_time_s += dt_s;
+    progress_.lap_time_s = progress_.total_time_s - lap_started_s_;
+    return;
+  }
   const TrackPosition position = PositionOnTrack(*track_, pose, progress_.position.segment);
   // The change of arc length the short way round.
   double delta = position.s_m - progress_.position.s_m;

@@ -57,11 +57,12 @@ struct LapEvent {
 
 class LapTracker {
  public:
-  // Starts tracking at `pose` (time 0). `track` must outlive the tracker and be closed.
+  // Starts tracking at `pose` (time 0; finite). `track` must outlive the tracker.
   LapTracker(const TrackGeometry& track, const Pose2& pose);
 
   // The vehicle is at `pose` after `dt_s` more seconds. Appends what it completed to `events`
-  // (when not null), in order.
+  // (when not null), in order. A pose that is not finite leaves the progress where it was
+  // (the time passes). Between two updates a vehicle must move less than half a lap.
   void Update(const Pose2& pose, double dt_s, std::vector<LapEvent>* events = nullptr);
 
   const LapProgress& progress() const { return progress_; }

@@ -35,6 +35,21 @@ absl::Status ValidateRaceRules(const RaceRules& rules) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<Race> Race::Create(const TrackGeometry& track, const RaceRules& rules,
+                                  std::vector<Entry> entries, double now_s) {
+  if (absl::Status valid = ValidateRaceRules(rules); !valid.ok()) return valid;
+  if (entries.empty()) return absl::InvalidArgumentError("entries: a race needs a car");
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (entries[j].vehicle == entries[i].vehicle) {
+        return absl::InvalidArgumentError(absl::StrCat("entries[", i, "].vehicle_id: vehicle ",
+                                                       entries[i].vehicle, " is entered twice"));
+      }
+    }
+  }
+  return Race(track, rules, std::move(entries), now_s);
+}
+
 Race::Race(const TrackGeometry& track, const RaceRules& rules, std::vector<Entry> entries,
            double now_s)
     : track_(&track), rules_(rules), start_s_(now_s + rules.countdown_s),
@@ -136,8 +151,11 @@ void Race::Update(double now_s, const std::function<std::optional<Pose2>(Vehicle
       return a.first.time_s < b.first.time_s;
     });
     for (const auto& [lap, car] : completed) {
+      car->last_lap_done_s = lap.time_s;
       if (car->finished) continue;
       if (!flag_s_.has_value() && lap.lap < rules_.laps) continue;
+      // Past the time allowed after the flag: not classified (retired below).
+      if (flag_s_.has_value() && lap.time_s > *flag_s_ + rules_.finish_timeout_s) continue;
       if (!flag_s_.has_value()) flag_s_ = lap.time_s;  // The leader takes the flag.
       car->finished = true;
       car->finish_time_s = lap.time_s;
@@ -165,6 +183,7 @@ std::vector<RaceStanding> Race::Standings() const {
     standing.finished = car.finished;
     standing.retired = car.retired;
     standing.race_time_s = car.finished ? car.finish_time_s : std::max(race_time_s_, 0.0);
+    standing.laps_done_at_s = car.last_lap_done_s;
     standing.penalties_s = car.penalties_s;
     standing.jump_starts = car.jump_starts;
     standing.contacts = car.contacts;
@@ -178,15 +197,17 @@ std::vector<RaceStanding> Race::Standings() const {
     }
     standings.push_back(standing);
   }
-  // Running or finished before retired; more laps; finished before not; finished by time
-  // plus penalties, the others by distance; then the lower id.
+  // Running or finished before retired; more laps; at equal laps two finished cars by time
+  // plus penalties, others by when they completed them (or, none yet, by distance); then the
+  // lower id.
   std::sort(standings.begin(), standings.end(), [](const RaceStanding& a, const RaceStanding& b) {
     if (a.retired != b.retired) return !a.retired;
     if (a.laps != b.laps) return a.laps > b.laps;
-    if (a.finished != b.finished) return a.finished;
-    if (a.finished) {
+    if (a.finished && b.finished) {
       const double ta = a.race_time_s + a.penalties_s, tb = b.race_time_s + b.penalties_s;
       if (ta != tb) return ta < tb;
+    } else if (a.laps > 0) {
+      if (a.laps_done_at_s != b.laps_done_at_s) return a.laps_done_at_s < b.laps_done_at_s;
     } else if (a.distance_m != b.distance_m) {
       return a.distance_m > b.distance_m;
     }

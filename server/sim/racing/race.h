@@ -14,9 +14,9 @@
 //     begins during the race (with a vehicle, an obstacle or a wall: both cars of a
 //     collision), per excursion off the track.
 //   - Standings: cars still in the race (running or finished) before those that retired;
-//     then more laps first; at equal laps, finished cars before the others, finished ones by
-//     race time plus penalties, the others by distance along the track (further first); what
-//     is still equal, by the lower vehicle id.
+//     then more laps first; at equal laps, two finished cars by race time plus penalties,
+//     others by when they completed that many laps (earlier first), or, with no lap yet, by
+//     distance along the track (further first); what is still equal, by the lower vehicle id.
 #ifndef PITLANE_SERVER_SIM_RACING_RACE_H_
 #define PITLANE_SERVER_SIM_RACING_RACE_H_
 
@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "server/sim/racing/lap_tracker.h"
 #include "server/sim/racing/track.h"
@@ -77,6 +78,7 @@ struct RaceStanding {
   bool finished = false;
   bool retired = false;
   double race_time_s = 0.0;    // Finished: its finish time; else the race time now.
+  double laps_done_at_s = 0.0;  // Race time its last completed lap ended (0: none yet).
   double penalties_s = 0.0;
   std::optional<double> best_lap_s;
   std::optional<double> last_lap_s;
@@ -94,10 +96,12 @@ class Race {
     VehicleId vehicle = 0;
     Pose2 grid_pose;  // Where it stands for the start.
   };
-  // Calls a race on `track` (closed; it must outlive the race) at time `now_s` (the session's
-  // simulated time), with the cars of `entries` (distinct ids). The rules must be valid.
-  Race(const TrackGeometry& track, const RaceRules& rules, std::vector<Entry> entries,
-       double now_s);
+  // Calls a race on `track` (it must outlive the race) at time `now_s` (the session's
+  // simulated time), with the cars of `entries`. InvalidArgument for rules out of range (as
+  // ValidateRaceRules), no entries, or a vehicle entered twice ("entries[3].vehicle_id").
+  // With no countdown the race starts at the first Update.
+  static absl::StatusOr<Race> Create(const TrackGeometry& track, const RaceRules& rules,
+                                     std::vector<Entry> entries, double now_s);
 
   // After a tick: the session's time, each entry's pose (nullopt: the vehicle is gone), the
   // entries that began a contact in this tick. Appends what happened to `events` (not null).
@@ -117,9 +121,12 @@ class Race {
     std::optional<LapTracker> tracker;
     bool finished = false, retired = false;
     double finish_time_s = 0.0;
+    double last_lap_done_s = 0.0;  // Race time its last completed lap ended.
     double penalties_s = 0.0;
     std::uint32_t jump_starts = 0, contacts = 0, off_tracks = 0;
   };
+  Race(const TrackGeometry& track, const RaceRules& rules, std::vector<Entry> entries,
+       double now_s);
   void Penalize(Car& car, double seconds, RaceEvent::Cause cause, double time_s,
                 std::vector<RaceEvent>* events);
 

@@ -52,7 +52,9 @@ Outcome RunRace(const RaceRules& rules, const std::vector<Car>& cars, double max
             const std::map<int, std::vector<VehicleId>>& contacts_at_tick = {}) {
   std::vector<Race::Entry> entries;
   for (const Car& car : cars) entries.push_back({.vehicle = car.id, .grid_pose = At(car.grid_s)});
-  Race race(Rectangle(), rules, entries, 0.0);
+  absl::StatusOr<Race> created = Race::Create(Rectangle(), rules, entries, 0.0);
+  EXPECT_TRUE(created.ok()) << created.status();
+  Race& race = *created;
   Outcome outcome;
   for (int tick = 1; tick * kDt <= max_s && race.phase() != RacePhase::kFinished; ++tick) {
     const double now = tick * kDt;
@@ -165,6 +167,43 @@ TEST(Race, TheEarlierOfTwoCarsOnTheLineInOneTickTakesTheFlag) {
   const Outcome outcome = RunRace(rules, {{1, 290.0, 10.0}, {2, 290.04, 10.0}}, 100);
   EXPECT_EQ(Order(outcome), (std::vector<VehicleId>{2, 1}));
   EXPECT_NEAR(*outcome.standings[1].gap_s, 0.004, 1e-9);
+}
+
+TEST(Race, NoCarFinishesPastTheTimeAllowedAfterTheFlag) {
+  // The leader's flag at 31 s; car 2 would complete its lap at 33 s, 2 s after: with 1.99 s
+  // allowed it is not classified, with 2.01 s it is.
+  const std::vector<Car> cars = {{1, 290, 10.0}, {2, 300, 10.0 * 300 / 330}};
+  const Outcome late = RunRace({.laps = 1, .countdown_s = 0.0, .finish_timeout_s = 1.99}, cars, 100);
+  EXPECT_TRUE(late.standings[1].retired);
+  const Outcome in_time =
+      RunRace({.laps = 1, .countdown_s = 0.0, .finish_timeout_s = 2.01}, cars, 100);
+  EXPECT_TRUE(in_time.standings[1].finished);
+  EXPECT_NEAR(in_time.standings[1].race_time_s, 33.0, 1e-6);
+}
+
+TEST(Race, OnTheLeadersLapACarStillRacingRanksAheadOfOneLappedThatFinished) {
+  // Two laps of 300 m. Car 1 takes the flag at 61 s. Car 2, a lap down, finishes at its next
+  // line, at 62 s, with 1 lap; car 3 completed its first lap at 33.2 s and is still on its
+  // second (until 64.7 s). At 63 s car 3 is ahead of car 2.
+  const std::vector<Car> cars = {{1, 290, 10.0}, {2, 280, 320.0 / 62.0}, {3, 285, 9.5}};
+  const Outcome at_63 = RunRace({.laps = 2, .countdown_s = 0.0}, cars, 63.0);
+  EXPECT_EQ(at_63.phase, RacePhase::kRacing);
+  EXPECT_EQ(Order(at_63), (std::vector<VehicleId>{1, 3, 2}));
+  EXPECT_TRUE(at_63.standings[2].finished);
+  EXPECT_FALSE(at_63.standings[1].finished);
+  const Outcome final = RunRace({.laps = 2, .countdown_s = 0.0}, cars, 100.0);
+  EXPECT_EQ(Order(final), (std::vector<VehicleId>{1, 3, 2}));
+  EXPECT_EQ(final.standings[2].gap_laps, 1u);
+}
+
+TEST(Race, EntriesAreChecked) {
+  EXPECT_THAT(Race::Create(Rectangle(), {}, {}, 0.0).status().message(), HasSubstr("entries"));
+  EXPECT_THAT(Race::Create(Rectangle(), {}, {{1, At(0)}, {2, At(5)}, {1, At(10)}}, 0.0)
+                  .status()
+                  .message(),
+              HasSubstr("entries[2].vehicle_id"));
+  EXPECT_THAT(Race::Create(Rectangle(), {.laps = 0}, {{1, At(0)}}, 0.0).status().message(),
+              HasSubstr("race.laps"));
 }
 
 TEST(Race, RulesAreCheckedNamingTheirField) {

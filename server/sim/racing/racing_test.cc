@@ -2,6 +2,7 @@
 // a car at constant speed (length / speed), sector splits, laps across the line forwards,
 // backwards and reversing over it, excursions off the track on a scripted path, the edges'
 // distances along beams against a test of every edge segment on random poses.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -38,17 +39,66 @@ Pose2 OnCentreLine(const TrackGeometry& track, double s, double lateral = 0.0) {
           .yaw_rad = std::atan2(v.dir_y, v.dir_x)};
 }
 
+// The distance from (x, y) to the segment.
+double DistanceTo(const EdgeSegment& s, double x, double y) {
+  const double ex = s.x1_m - s.x0_m, ey = s.y1_m - s.y0_m;
+  double u = ((x - s.x0_m) * ex + (y - s.y0_m) * ey) / (ex * ex + ey * ey);
+  u = std::clamp(u, 0.0, 1.0);
+  return std::hypot(x - (s.x0_m + u * ex), y - (s.y0_m + u * ey));
+}
+
 TEST(TrackGeometry, EdgesLieHalfTheWidthFromTheCentreLine) {
   const TrackGeometry track = Rectangle();
   EXPECT_EQ(track.half_width_m, 5.0);
-  // Left of a counter-clockwise rectangle is inside: the inner edge is 90 x 40 m.
-  EXPECT_DOUBLE_EQ(track.left_edge[0].x0_m, 5.0);
-  EXPECT_DOUBLE_EQ(track.left_edge[0].y0_m, 5.0);
-  EXPECT_DOUBLE_EQ(track.left_edge[0].x1_m, 95.0);
-  EXPECT_DOUBLE_EQ(track.right_edge[0].x0_m, -5.0);
-  EXPECT_DOUBLE_EQ(track.right_edge[0].y0_m, -5.0);
-  EXPECT_DOUBLE_EQ(track.right_edge[1].x0_m, 105.0);
-  EXPECT_DOUBLE_EQ(track.right_edge[1].y1_m, 55.0);
+  // Every edge point is 5 m from the centre line: the inside corners where the sides meet
+  // ((5, 5) inside the corner (0, 0)), the outside ones on arcs about the corner.
+  for (const EdgeSegment& segment : track.edges) {
+    for (const auto& [x, y] : {std::pair{segment.x0_m, segment.y0_m},
+                               std::pair{segment.x1_m, segment.y1_m}}) {
+      const RouteProjection nearest = ProjectOntoRoute(track.route, x, y);
+      EXPECT_NEAR(std::abs(nearest.cross_track_m), 5.0, 1e-9) << x << "," << y;
+    }
+  }
+  const auto has_point = [&](double x, double y) {
+    for (const EdgeSegment& s : track.edges) {
+      if (std::hypot(s.x0_m - x, s.y0_m - y) < 1e-9) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(has_point(5, 5));
+  EXPECT_TRUE(has_point(95, 45));
+  EXPECT_TRUE(has_point(0, -5));
+  EXPECT_TRUE(has_point(105, 0));
+  EXPECT_FALSE(has_point(105, -5));  // The outside is rounded, not mitred.
+  // A point within 5 m of the centre line is on the track, and no edge passes nearer to the
+  // centre line than 5 m less the arcs' centimetre.
+  const TrackPosition corner = PositionOnTrack(track, {.x_m = 103.5, .y_m = -3.5}, 0);
+  EXPECT_TRUE(corner.on_track);
+  for (const EdgeSegment& segment : track.edges) {
+    EXPECT_GT(DistanceTo(segment, 100, 0), 5.0 - 0.0101);
+  }
+}
+
+TEST(TrackGeometry, TracksThatCannotBeRacedAreRefused) {
+  const struct {
+    Route route;
+    const char* message;
+  } bad[] = {
+      {{.points = {{0, 0}, {100, 0}, {100, 50}}, .closed = false}, "closed"},
+      {{.points = {{0, 0}, {3, 0}, {3, 1}}, .closed = true}, "at least 10 m"},
+      {{.points = {{0, 0}, {100, 0}, {0, 1}}, .closed = true}, "points[1]: the track turns back"},
+      // A hairpin 4 m across on a lane 6 m wide.
+      {{.points = {{0, 0}, {50, 0}, {52, 2}, {50, 4}, {0, 4}, {-2, 2}}, .closed = true,
+        .lane_width_m = 6.0},
+       "bends too tightly"},
+  };
+  for (const auto& c : bad) {
+    const absl::StatusOr<RouteParams> route = MakeRouteParams(c.route);
+    ASSERT_TRUE(route.ok()) << route.status();
+    const absl::Status status = MakeTrackGeometry(*route, {}).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_THAT(status.message(), HasSubstr(c.message));
+  }
 }
 
 TEST(TrackGeometry, SectorsAreCheckedNamingTheirIndex) {
@@ -208,6 +258,18 @@ TEST(LapTracker, ExcursionsOffTheTrackAreCountedAndTimed) {
   EXPECT_TRUE(tracker.progress().position.on_track);
 }
 
+TEST(LapTracker, APoseThatIsNotFiniteIsSkipped) {
+  const TrackGeometry track = Rectangle();
+  LapTracker tracker(track, OnCentreLine(track, 140.0));
+  tracker.Update({.x_m = NAN, .y_m = 0.0}, kDt);
+  tracker.Update({.x_m = 0.0, .y_m = INFINITY}, kDt);
+  EXPECT_EQ(tracker.progress().laps_completed, 0u);
+  EXPECT_NEAR(tracker.progress().distance_m, 140.0, 1e-9);
+  EXPECT_NEAR(tracker.progress().total_time_s, 2 * kDt, 1e-15);
+  tracker.Update(OnCentreLine(track, 141.0), kDt);
+  EXPECT_NEAR(tracker.progress().distance_m, 141.0, 1e-9);
+}
+
 TEST(TrackSensors, ClosedFormsOnTheRectangle) {
   const TrackGeometry track = Rectangle();
   const Pose2 pose{.x_m = 30, .y_m = 1, .yaw_rad = 0};
@@ -268,6 +330,61 @@ TEST(TrackSensors, TheGridFindsWhatEverySegmentTestedFinds) {
   }
   EXPECT_GT(hits, 5000);
   EXPECT_GT(misses, 100);
+}
+
+TEST(TrackSensors, BeamsAlongTheGridsOuterEdgeFindWhatEverySegmentTestedFinds) {
+  // Beams skimming the outermost edges (the grid's bounds before it had a cell of room).
+  const TrackGeometry track = *MakeTrackGeometry(
+      *MakeRouteParams({.points = {{0, 0}, {100, 0}, {100, 50}, {0, 50}}, .closed = true,
+                        .lane_width_m = 8.0}),
+      {});
+  const double cases[][4] = {
+      {-4.0000000000000258, 188.40284443301141, 1.6880190131969964e-16, -1},
+      {-4, 99.300201043886958, -1.3381220135122192e-16, -1},
+      {-4, 20, 0, 1},
+      {-4, 20, 0, -1},
+      {104, -30, 0, 1},
+      {-30, 54, 1, 0},
+      {-30, -4, 1, -0.0},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(CastOnEdges(track, c[0], c[1], c[2], c[3], 200.0),
+              CastOnEdgesBruteForce(track, c[0], c[1], c[2], c[3], 200.0))
+        << c[0] << "," << c[1];
+  }
+  // Not finite: the range, nothing met.
+  EXPECT_EQ(CastOnEdges(track, NAN, 0, 1, 0, 50.0), 50.0);
+  EXPECT_EQ(CastOnEdges(track, 0, 0, INFINITY, 0, 50.0), 50.0);
+}
+
+TEST(TrackSensors, AFarPointLeavesTheGridSparseAndStillExact) {
+  // A 200 m circle's three quarters, finely drawn, closed by a loop 900 km out: the grid
+  // holds only the cells the edges cross, at the circle's scale.
+  std::vector<RoutePoint> points;
+  for (int i = 0; i <= 450; ++i) {
+    const double a = kTwoPi * i / 600;
+    points.push_back({200.0 * std::cos(a), 200.0 * std::sin(a)});
+  }
+  for (const RoutePoint far : {RoutePoint{0, -900000.0}, RoutePoint{900000.0, -900000.0},
+                               RoutePoint{900000.0, 0}}) {
+    points.push_back(far);
+  }
+  // (A lane 1 m wide: the loop meets the circle at right angles, close to its points.)
+  const TrackGeometry track = *MakeTrackGeometry(
+      *MakeRouteParams({.points = points, .closed = true, .lane_width_m = 1.0}), {});
+  EXPECT_TRUE(track.cell_start.empty());  // Sparse.
+  EXPECT_LT(track.cell_m, 10.0);
+  EXPECT_LT(track.cell_items.size(), std::size_t{3} << 20);
+  std::mt19937_64 random(7);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (int i = 0; i < 2000; ++i) {
+    const double angle = unit(random) * kTwoPi;
+    const double r = 190.0 + unit(random) * 20.0;
+    const double x = r * std::cos(angle), y = r * std::sin(angle);
+    const double yaw = unit(random) * kTwoPi;
+    ASSERT_EQ(CastOnEdges(track, x, y, std::cos(yaw), std::sin(yaw), 200.0),
+              CastOnEdgesBruteForce(track, x, y, std::cos(yaw), std::sin(yaw), 200.0));
+  }
 }
 
 TEST(TrackSensors, SpecsAreCheckedNamingTheirField) {

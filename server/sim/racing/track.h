@@ -12,8 +12,10 @@
 #define PITLANE_SERVER_SIM_RACING_TRACK_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "server/sim/drivers/route.h"
@@ -30,32 +32,36 @@ struct EdgeSegment {
 };
 
 struct TrackGeometry {
-  RouteParams route;  // The centre line. Closed for laps.
+  RouteParams route;  // The centre line: closed.
   double half_width_m = 0.0;
   // Arc lengths where sectors 1, 2, ... begin, ascending in (0, length); sector 0 begins at
   // the line. Empty: one sector, the lap.
   std::vector<double> sector_starts_m;
-  // The edges: each vertex of the centre line moved half the width to its left (right) along
-  // the bisector of its corner, as far as keeps both neighbouring segments' edges at half the
-  // width (at most 4 half widths, for a very sharp corner); segment i of an edge runs beside
-  // segment i of the route.
-  std::vector<EdgeSegment> left_edge, right_edge;
-  // A uniform grid over the edges' segments for casting beams: cell (ix, iy) lists the
-  // segments whose bounding box meets it (left edge segments as i, right as m + i).
+  // The two edges, as segments: each side of each centre-line segment at half the width,
+  // joined round the outside of a corner by points on the arc at half the width from its
+  // vertex (the chords within 1 cm of it), and on the inside at the point where the two sides
+  // meet. So a point is between the edges exactly when it is within half the width of the
+  // centre line (to that centimetre).
+  std::vector<EdgeSegment> edges;
+  // A uniform grid over the edges for casting beams: each cell lists the segments that pass
+  // through it (or within a hair of it). Dense (cell_start: offsets into cell_items, grid_nx
+  // x grid_ny cells from the origin, a cell of margin all round) unless the track spreads too
+  // far for that, then sparse (sparse_cells: a cell's key to its items' offset and count).
   double grid_origin_x_m = 0.0, grid_origin_y_m = 0.0, cell_m = 1.0;
-  std::int32_t grid_nx = 0, grid_ny = 0;
-  std::vector<std::uint32_t> cell_start;  // grid_nx * grid_ny + 1 offsets into cell_items.
+  std::int64_t grid_nx = 0, grid_ny = 0;
+  std::vector<std::uint32_t> cell_start;
   std::vector<std::uint32_t> cell_items;
-
-  const EdgeSegment& edge_segment(std::uint32_t index) const {
-    const std::uint32_t m = route.segment_count();
-    return index < m ? left_edge[index] : right_edge[index - m];
-  }
+  absl::flat_hash_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> sparse_cells;
 };
 
-// Builds a track from a validated route. `sector_starts_m`: ascending, each in (0, length)
-// and at least 1 m from its neighbours and the line; at most kMaxSectors - 1. InvalidArgument
-// naming the field ("sectors[2]: ...").
+// Shortest track, m.
+inline constexpr double kMinTrackLength_m = 10.0;
+
+// Builds a track from a validated route: closed, at least kMinTrackLength_m long, turning by
+// less than 170 degrees at any point, and nowhere bending so tightly that an inside edge would
+// fold over itself (about: a radius above half the width). `sector_starts_m`: ascending, each
+// in (0, length) and at least 1 m from its neighbours and the line; at most kMaxSectors - 1.
+// InvalidArgument naming the field ("closed: ...", "points[7]: ...", "sectors[2]: ...").
 absl::StatusOr<TrackGeometry> MakeTrackGeometry(const RouteParams& route,
                                                 absl::Span<const double> sector_starts_m);
 
@@ -74,7 +80,8 @@ struct TrackPosition {
 TrackPosition PositionOnTrack(const TrackGeometry& track, const Pose2& pose, std::uint32_t hint);
 
 // The distance from (x, y) along the unit direction (dx, dy) to the first edge segment the
-// beam meets within `range_m` (its start included); `range_m` if none.
+// beam meets within `range_m` (its start included); `range_m` if none, or if any of them is
+// not finite. `range_m` at most kMaxTrackBeamRange_m (track_sensors.h).
 double CastOnEdges(const TrackGeometry& track, double x_m, double y_m, double dx, double dy,
                    double range_m);
 
