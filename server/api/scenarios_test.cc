@@ -6,6 +6,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
+#include "server/sim/racing/track.h"
 #include "server/util/status_matchers.h"
 
 namespace pitlane::api {
@@ -72,6 +74,34 @@ TEST(Scenarios, ADirectoryOverridesAndChainsAreRefused) {
   std::remove((dir + "/demo.textproto").c_str());
   std::remove((dir + "/chained.textproto").c_str());
   std::remove((dir + "/broken.textproto").c_str());
+}
+
+}  // namespace
+}  // namespace pitlane::api
+
+namespace pitlane::api {
+namespace {
+
+// The shipped scenarios' closed tracks can be raced (server/sim/racing/track.h's rules).
+TEST(Scenarios, EveryShippedClosedTrackCanBeRaced) {
+  int raced = 0;
+  for (const ShippedScenario& scenario : ShippedScenarios()) {
+    const absl::StatusOr<v1::SessionConfig> config = LoadScenario(scenario.name, "");
+    ASSERT_TRUE(config.ok()) << config.status();
+    for (const v1::Track& proto : config->tracks()) {
+      if (!proto.closed()) continue;
+      SCOPED_TRACE(absl::StrCat(scenario.name, " ", proto.name()));
+      sim::Route route{.closed = true};
+      if (proto.has_lane_width_m()) route.lane_width_m = proto.lane_width_m();
+      for (const v1::Point2D& point : proto.points()) route.points.push_back({point.x_m(), point.y_m()});
+      const absl::StatusOr<sim::RouteParams> params = sim::MakeRouteParams(route);
+      ASSERT_TRUE(params.ok()) << params.status();
+      const absl::StatusOr<sim::TrackGeometry> track = sim::MakeTrackGeometry(*params, {});
+      EXPECT_TRUE(track.ok()) << track.status();
+      ++raced;
+    }
+  }
+  EXPECT_GT(raced, 0);
 }
 
 }  // namespace
