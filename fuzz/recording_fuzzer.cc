@@ -1,10 +1,12 @@
 // Fuzzes recording files: any bytes as an MCAP file through the reader (its chunks
-// decompressed and CRC-checked) and the decoding a re-simulation does (the header, the
-// commands through CommandFromProto, the hashes, the gaps). A file may be refused; nothing may
-// crash, trip a sanitizer, or allocate beyond a chunk's bound. Seeds: small recordings
-// (fuzz/corpus/recording_fuzzer/).
+// decompressed and CRC-checked), the decoding a re-simulation does (the header, the commands
+// through CommandFromProto, the hashes, the gaps) and a playback does (the vehicles' specs, the
+// states as frames through RecordedStatesToFrame), each chunk read again on its own, and the
+// summary's statistics. A file may be refused; nothing may crash, trip a sanitizer, or
+// allocate beyond a chunk's bound. Seeds: small recordings (fuzz/corpus/recording_fuzzer/).
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,7 +14,10 @@
 #include "absl/strings/string_view.h"
 #include "google/protobuf/stubs/logging.h"
 #include "pitlane/v1/simulator.pb.h"
+#include "absl/container/flat_hash_map.h"
+#include "server/api/convert.h"
 #include "server/api/recording_codec.h"
+#include "server/api/recording_frames.h"
 #include "server/record/mcap_reader.h"
 
 namespace pitlane::fuzz {
@@ -20,10 +25,18 @@ namespace {
 
 void Run(absl::string_view bytes) {
   std::vector<std::string> route_names;
-  (void)record::ReadMcap(
-      bytes,
+  absl::flat_hash_map<sim::VehicleId, sim::VehicleSpec> vehicles;
+  std::vector<std::uint64_t> chunks;  // Offsets of the first few chunks seen.
+  // A fuzzer's input is small; so is what one chunk may expand to here.
+  const std::unique_ptr<record::McapFileReader> reader =
+      record::McapFileReader::FromBytes(bytes, {.max_chunk_bytes = 1 << 20});
+  const record::McapMessageCallback decode =
       [&](const record::McapChannel& channel, const record::McapSchema*,
           const record::McapMessage& message) -> absl::Status {
+        if (message.chunk_offset != 0 && chunks.size() < 8 &&
+            (chunks.empty() || chunks.back() != message.chunk_offset)) {
+          chunks.push_back(message.chunk_offset);
+        }
         const auto size = static_cast<int>(message.data.size());
         if (channel.topic == api::kRecordingSessionTopic) {
           v1::RecordingHeader header;
@@ -44,11 +57,31 @@ void Run(absl::string_view bytes) {
         } else if (channel.topic == api::kRecordingGapsTopic) {
           v1::RecordingGap gap;
           (void)gap.ParseFromArray(message.data.data(), size);
+        } else if (channel.topic == api::kRecordingVehiclesTopic) {
+          v1::RecordedVehicles described;
+          if (described.ParseFromArray(message.data.data(), size)) {
+            for (const v1::RecordedVehicle& vehicle : described.vehicles()) {
+              absl::StatusOr<sim::VehicleSpec> spec =
+                  api::VehicleSpecFromProto(vehicle.spec(), route_names);
+              if (spec.ok() && vehicles.size() < 64) vehicles[vehicle.vehicle_id()] = *spec;
+            }
+          }
+        } else if (channel.topic == api::kRecordingStatesTopic) {
+          v1::RecordedStates states;
+          if (states.ParseFromArray(message.data.data(), size)) {
+            (void)api::RecordedStatesToFrame(states, vehicles);
+          }
         }
         return absl::OkStatus();
-      },
-      // A fuzzer's input is small; so is what one chunk may expand to here.
-      {.max_chunk_bytes = 1 << 20});
+      };
+  if (!reader->ReadAll(decode).ok()) return;
+  (void)reader->Statistics();
+  const auto ignore = [](const record::McapChannel&, const record::McapSchema*,
+                         const record::McapMessage&) { return absl::OkStatus(); };
+  for (auto it = chunks.rbegin(); it != chunks.rend(); ++it) {
+    (void)reader->ReadChunk(*it, ignore);
+    (void)reader->ReadChunk(*it + 1, ignore);  // Not a chunk: refused.
+  }
 }
 
 }  // namespace

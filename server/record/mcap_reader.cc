@@ -338,11 +338,17 @@ class McapFileReader::State {
 };
 
 McapFileReader::McapFileReader(const char* bytes, std::size_t size,
-                               const McapReadOptions& options)
-    : bytes_(bytes), size_(size), state_(std::make_unique<State>(options)) {}
+                               const McapReadOptions& options, bool mapped)
+    : bytes_(bytes), size_(size), mapped_(mapped), state_(std::make_unique<State>(options)) {}
 
 McapFileReader::~McapFileReader() {
-  if (size_ > 0) munmap(const_cast<char*>(bytes_), size_);
+  if (mapped_ && size_ > 0) munmap(const_cast<char*>(bytes_), size_);
+}
+
+std::unique_ptr<McapFileReader> McapFileReader::FromBytes(absl::string_view bytes,
+                                                          const McapReadOptions& options) {
+  return std::unique_ptr<McapFileReader>(
+      new McapFileReader(bytes.data(), bytes.size(), options, /*mapped=*/false));
 }
 
 absl::StatusOr<std::unique_ptr<McapFileReader>> McapFileReader::Open(
@@ -351,14 +357,14 @@ absl::StatusOr<std::unique_ptr<McapFileReader>> McapFileReader::Open(
   const auto [fd, size] = opened;
   if (size == 0) {
     close(fd);
-    return std::unique_ptr<McapFileReader>(new McapFileReader(nullptr, 0, options));
+    return std::unique_ptr<McapFileReader>(new McapFileReader(nullptr, 0, options, false));
   }
   // Mapped, not read: a recording may be gigabytes; the pages come and go as it is read.
   void* mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
   if (mapped == MAP_FAILED) return absl::InternalError(absl::StrCat(path, ": cannot map it"));
   return std::unique_ptr<McapFileReader>(
-      new McapFileReader(static_cast<const char*>(mapped), size, options));
+      new McapFileReader(static_cast<const char*>(mapped), size, options, /*mapped=*/true));
 }
 
 absl::StatusOr<McapStatistics> McapFileReader::Statistics() const {

@@ -98,11 +98,14 @@ class McapFileReader {
   // NotFound, PermissionDenied, ... naming the path; InvalidArgument for what is not a file.
   static absl::StatusOr<std::unique_ptr<McapFileReader>> Open(const std::string& path,
                                                               const McapReadOptions& options = {});
+  // The same over bytes in memory, which must outlive the reader (fuzzers, tests).
+  static std::unique_ptr<McapFileReader> FromBytes(absl::string_view bytes,
+                                                   const McapReadOptions& options = {});
   ~McapFileReader();
   McapFileReader(const McapFileReader&) = delete;
   McapFileReader& operator=(const McapFileReader&) = delete;
 
-  // As ReadMcapFile; the schemas and channels read are kept for ReadChunk.
+  // As ReadMcapFile (once); the schemas and channels read are kept for ReadChunk.
   absl::StatusOr<McapReadSummary> ReadAll(const McapMessageCallback& on_message);
   // The messages of the chunk record at `chunk_offset` (from a message ReadAll gave), with
   // the schemas and channels ReadAll read. InvalidArgument for an offset that is not a chunk's.
@@ -113,10 +116,12 @@ class McapFileReader {
   absl::StatusOr<McapStatistics> Statistics() const;
 
  private:
-  McapFileReader(const char* bytes, std::size_t size, const McapReadOptions& options);
+  McapFileReader(const char* bytes, std::size_t size, const McapReadOptions& options,
+                 bool mapped);
   class State;
   const char* const bytes_;
   const std::size_t size_;
+  const bool mapped_;  // Unmapped when destroyed.
   std::unique_ptr<State> state_;
 };
 
