@@ -15,6 +15,11 @@ absl::StatusOr<session::Frame> RecordedStatesToFrame(
     const v1::RecordedStates& states,
     const absl::flat_hash_map<sim::VehicleId, sim::VehicleSpec>& vehicles) {
   const int count = states.vehicle_id_steps_size();
+  if (count > kMaxFrameVehicles) {
+    return absl::InvalidArgumentError(absl::StrCat("/pitlane/states at tick ", states.tick(),
+                                                   ": more than ", kMaxFrameVehicles,
+                                                   " vehicles"));
+  }
   if (states.x_mm_size() != count || states.y_mm_size() != count ||
       states.yaw_100urad_size() != count || states.speed_mmps_size() != count) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -125,6 +130,7 @@ absl::StatusOr<std::shared_ptr<const session::Frame>> RecordingFrames::Frame(std
     std::size_t first = index;
     while (first > 0 && frames_[first - 1].chunk_offset == chunk) --first;
     std::vector<std::shared_ptr<const session::Frame>> decoded;
+    std::size_t vehicles_decoded = 0;
     absl::Status status = file_->ReadChunk(
         chunk, [&](const record::McapChannel& channel, const record::McapSchema*,
                    const record::McapMessage& message) -> absl::Status {
@@ -134,6 +140,12 @@ absl::StatusOr<std::shared_ptr<const session::Frame>> RecordingFrames::Frame(std
             return absl::InvalidArgumentError("/pitlane/states: a message does not parse");
           }
           ASSIGN_OR_RETURN(session::Frame frame, RecordedStatesToFrame(states, vehicles_));
+          vehicles_decoded += frame.vehicles.size();
+          if (vehicles_decoded > kMaxChunkVehicles) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "a chunk of the recording holds more than ", kMaxChunkVehicles,
+                " vehicle states"));
+          }
           decoded.push_back(std::make_shared<const session::Frame>(std::move(frame)));
           return absl::OkStatus();
         });

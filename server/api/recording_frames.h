@@ -21,6 +21,11 @@ namespace pitlane::api {
 
 namespace v1 = ::pitlane::v1;
 
+// Most vehicles one recorded frame may hold, and one chunk's frames together (what a chunk is
+// decoded to is held while its frames are shown): a file that holds more is refused.
+inline constexpr int kMaxFrameVehicles = 1 << 20;
+inline constexpr std::size_t kMaxChunkVehicles = std::size_t{8} << 20;
+
 // Not thread-safe.
 class RecordingFrames {
  public:
@@ -62,8 +67,8 @@ class RecordingFrames {
 };
 
 // A RecordedStates message as a session frame (vehicles' models from `vehicles`, kinematic
-// bicycles when unknown). InvalidArgument for columns of different lengths or ids that do not
-// ascend.
+// bicycles when unknown). InvalidArgument for columns of different lengths, ids that do not
+// ascend, or more than kMaxFrameVehicles vehicles.
 absl::StatusOr<session::Frame> RecordedStatesToFrame(
     const v1::RecordedStates& states,
     const absl::flat_hash_map<sim::VehicleId, sim::VehicleSpec>& vehicles);

@@ -6,6 +6,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -129,22 +130,50 @@ absl::StatusOr<record::RecordingInfo> DescribeRecordingFile(const std::string& p
   info.foxglove_every_n_ticks = header.foxglove_every_n_ticks();
   info.foxglove_rate_hz =
       header.foxglove_every_n_ticks() == 0 ? 0.0 : tick_rate_hz / header.foxglove_every_n_ticks();
-  const absl::StatusOr<record::McapStatistics> statistics = record::ReadMcapStatistics(path);
-  if (!statistics.ok()) {
-    info.progress.end_status = statistics.status();
-    info.progress.end_reason = std::string(statistics.status().message());
+  absl::StatusOr<std::unique_ptr<record::McapFileReader>> file =
+      record::McapFileReader::Open(path);
+  absl::StatusOr<record::McapSummary> summary =
+      file.ok() ? (*file)->ReadSummary() : absl::StatusOr<record::McapSummary>(file.status());
+  if (!summary.ok() || summary->chunk_offsets.empty()) {
+    info.progress.end_status =
+        summary.ok() ? absl::FailedPreconditionError("the file has no chunks") : summary.status();
+    info.progress.end_reason = std::string(info.progress.end_status.message());
     return info;
   }
-  info.progress.messages = statistics->message_count;
+  info.progress.messages = summary->statistics.message_count;
   // Message times are the start's wall-clock time plus the simulated time recorded: the last
   // one (the end's) says how much that was.
   const std::uint64_t origin = header.time_origin_unix_ns();
+  const std::uint64_t end_time = summary->statistics.message_end_time;
   const double recorded_s =
-      statistics->message_end_time > origin
-          ? static_cast<double>(statistics->message_end_time - origin) * 1e-9
-          : 0.0;
+      end_time > origin ? static_cast<double>(end_time - origin) * 1e-9 : 0.0;
   info.progress.ticks = static_cast<std::uint64_t>(recorded_s * tick_rate_hz + 0.5);
-  info.progress.end_reason = "recorded before this server started";
+  // How it ended: the /pitlane/end message, in the last chunk.
+  std::optional<v1::RecordingEnd> end;
+  (void)(*file)->ReadChunk(
+      summary->chunk_offsets.back(),
+      [&](const record::McapChannel& channel, const record::McapSchema*,
+          const record::McapMessage& message) -> absl::Status {
+        v1::RecordingEnd parsed;
+        if (channel.topic == kRecordingEndTopic &&
+            parsed.ParseFromArray(message.data.data(), static_cast<int>(message.data.size()))) {
+          end = std::move(parsed);
+        }
+        return absl::OkStatus();
+      });
+  if (!end.has_value()) {
+    info.progress.end_status = absl::FailedPreconditionError("the file has no end message");
+    info.progress.end_reason = "ended without its end message (a write error)";
+    return info;
+  }
+  info.progress.ticks = end->ticks();
+  info.progress.frames_lost = end->frames_lost();
+  info.progress.commands_lost = end->commands_lost();
+  info.progress.end_reason = end->reason();
+  // The one end written with a failure: the quota used up (recordings.cc).
+  if (absl::StartsWith(end->reason(), "--record_quota_mib")) {
+    info.progress.end_status = absl::ResourceExhaustedError(end->reason());
+  }
   return info;
 }
 

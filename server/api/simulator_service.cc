@@ -2030,9 +2030,10 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* SimulatorService::DownloadRecording(
       return absl::ResourceExhaustedError(absl::StrCat(
           "this server sends at most ", kMaxDownloads, " recordings at once: retry shortly"));
     }
-    fd = open(info->path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    // Not a link, not a FIFO put in its place (the open would block on it): a regular file.
+    fd = open(info->path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     struct stat file {};
-    if (fd < 0 || fstat(fd, &file) != 0) {
+    if (fd < 0 || fstat(fd, &file) != 0 || !S_ISREG(file.st_mode)) {
       if (fd >= 0) close(fd);
       fd = -1;
       downloads_open_.fetch_sub(1);

@@ -75,6 +75,11 @@ class Reader {
 
   void set_on_message(const McapMessageCallback* on_message) { on_message_ = on_message; }
 
+  // A schema or channel record of the summary.
+  absl::Status Define(std::uint8_t opcode, absl::string_view body, std::size_t offset) {
+    return Record(opcode, body, offset, /*in_chunk=*/false);
+  }
+
   // The chunk record at `offset` of `file` alone, with the schemas and channels read before.
   absl::Status ReadChunkAt(absl::string_view file, std::uint64_t offset) {
     if (offset < kMagic.size() || offset > file.size() || file.size() - offset < 9 ||
@@ -142,6 +147,8 @@ class Reader {
           return Corrupt("schema", offset, "its fields run past its end");
         }
         if (schema.id == 0) return Corrupt("schema", offset, "id 0 is reserved");
+        // Read again (a chunk read on its own, the summary's copy): kept once.
+        if (schemas_.contains(schema.id)) return absl::OkStatus();
         RETURN_IF_ERROR(Keep(body.size(), "schema", offset));
         schemas_[schema.id] = std::move(schema);
         return absl::OkStatus();
@@ -166,6 +173,7 @@ class Reader {
           return Corrupt("channel", offset,
                          absl::StrCat("schema ", channel.schema_id, " is not defined before it"));
         }
+        if (channels_.contains(channel.id)) return absl::OkStatus();  // Read again: kept once.
         RETURN_IF_ERROR(Keep(body.size(), "channel", offset));
         channels_[channel.id] = std::move(channel);
         return absl::OkStatus();
@@ -335,6 +343,8 @@ class McapFileReader::State {
  public:
   explicit State(const McapReadOptions& options) : reader(nullptr, options) {}
   Reader reader;
+  bool busy = false;      // A read runs (a callback may not start another).
+  bool read_all = false;  // ReadAll ran.
 };
 
 McapFileReader::McapFileReader(const char* bytes, std::size_t size,
@@ -367,7 +377,7 @@ absl::StatusOr<std::unique_ptr<McapFileReader>> McapFileReader::Open(
       new McapFileReader(static_cast<const char*>(mapped), size, options, /*mapped=*/true));
 }
 
-absl::StatusOr<McapStatistics> McapFileReader::Statistics() const {
+absl::StatusOr<absl::string_view> McapFileReader::SummaryRecords() const {
   // The file ends with the footer record (opcode, length 20, summary start, summary offset
   // start, summary CRC) and the magic.
   constexpr std::size_t kFooterBytes = 1 + 8 + 8 + 8 + 4;
@@ -388,13 +398,67 @@ absl::StatusOr<McapStatistics> McapFileReader::Statistics() const {
   fields.Read(crc);
   if (length != kFooterBytes - 9 || summary_start > footer ||
       (summary_start != 0 && summary_start < kMagic.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("footer at byte ", footer, ": its fields do not hold together"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("footer at byte ", footer, ": its fields do not hold together"));
   }
-  if (summary_start == 0) {
-    return absl::FailedPreconditionError("the file's summary has no statistics");
+  if (summary_start == 0) return absl::FailedPreconditionError("the file has no summary");
+  return file.substr(summary_start, footer - summary_start);
+}
+
+absl::StatusOr<McapSummary> McapFileReader::ReadSummary() {
+  if (state_->busy) return absl::FailedPreconditionError("a read is in progress");
+  ASSIGN_OR_RETURN(absl::string_view rest, SummaryRecords());
+  McapSummary summary;
+  bool statistics_seen = false;
+  const std::size_t base = static_cast<std::size_t>(rest.data() - bytes_);
+  while (rest.size() >= 9) {
+    const auto opcode = static_cast<std::uint8_t>(rest[0]);
+    std::uint64_t record_length = 0;
+    Fields(rest.substr(1, 8)).Read(record_length);
+    if (record_length > rest.size() - 9) {
+      return absl::InvalidArgumentError("the summary's records run past its end");
+    }
+    const absl::string_view body = rest.substr(9, static_cast<std::size_t>(record_length));
+    const std::size_t offset = static_cast<std::size_t>(rest.data() - bytes_);
+    Fields fields(body);
+    if (opcode == kStatistics) {
+      // Between the count and the times: the counts of schemas (u16), channels, attachments,
+      // metadata and chunks (u32 each).
+      std::uint16_t schemas = 0;
+      std::uint32_t channels = 0, attachments = 0, metadata = 0, chunks = 0;
+      McapStatistics& out = summary.statistics;
+      if (!fields.Read(out.message_count) || !fields.Read(schemas) || !fields.Read(channels) ||
+          !fields.Read(attachments) || !fields.Read(metadata) || !fields.Read(chunks) ||
+          !fields.Read(out.message_start_time) || !fields.Read(out.message_end_time)) {
+        return absl::InvalidArgumentError("the summary's statistics run past their end");
+      }
+      statistics_seen = true;
+    } else if (opcode == kChunkIndex) {
+      std::uint64_t start_time = 0, end_time = 0, chunk_offset = 0;
+      if (!fields.Read(start_time) || !fields.Read(end_time) || !fields.Read(chunk_offset)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("chunk index at byte ", offset, ": its fields run past its end"));
+      }
+      if (chunk_offset >= base) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("chunk index at byte ", offset, ": its chunk is not before the summary"));
+      }
+      summary.chunk_offsets.push_back(chunk_offset);
+    } else if (opcode == kSchema || opcode == kChannel) {
+      // Known for ReadChunk (a chunk read alone may use ones defined in an earlier chunk).
+      state_->busy = true;
+      const absl::Status status = state_->reader.Define(opcode, body, offset);
+      state_->busy = false;
+      RETURN_IF_ERROR(status);
+    }
+    rest.remove_prefix(9 + static_cast<std::size_t>(record_length));
   }
-  // The summary's records, up to the footer.
-  absl::string_view rest = file.substr(summary_start, footer - summary_start);
+  if (!statistics_seen) return absl::FailedPreconditionError("the file's summary has no statistics");
+  return summary;
+}
+
+absl::StatusOr<McapStatistics> McapFileReader::Statistics() const {
+  ASSIGN_OR_RETURN(absl::string_view rest, SummaryRecords());
   while (rest.size() >= 9) {
     const auto opcode = static_cast<std::uint8_t>(rest[0]);
     std::uint64_t record_length = 0;
@@ -403,8 +467,6 @@ absl::StatusOr<McapStatistics> McapFileReader::Statistics() const {
     if (opcode == kStatistics) {
       Fields statistics(rest.substr(9, static_cast<std::size_t>(record_length)));
       McapStatistics out;
-      // Between the count and the times: the counts of schemas (u16), channels, attachments,
-      // metadata and chunks (u32 each).
       std::uint16_t schemas = 0;
       std::uint32_t channels = 0, attachments = 0, metadata = 0, chunks = 0;
       if (!statistics.Read(out.message_count) || !statistics.Read(schemas) ||
@@ -421,19 +483,29 @@ absl::StatusOr<McapStatistics> McapFileReader::Statistics() const {
 }
 
 absl::StatusOr<McapReadSummary> McapFileReader::ReadAll(const McapMessageCallback& on_message) {
+  if (state_->busy || state_->read_all) {
+    return absl::FailedPreconditionError(state_->busy ? "a read is in progress"
+                                                      : "the file was read whole already");
+  }
+  state_->busy = true;
+  state_->read_all = true;
   state_->reader.set_on_message(&on_message);
   absl::StatusOr<McapReadSummary> read =
       state_->reader.Read(absl::string_view(bytes_ != nullptr ? bytes_ : "", size_));
   state_->reader.set_on_message(nullptr);
+  state_->busy = false;
   return read;
 }
 
 absl::Status McapFileReader::ReadChunk(std::uint64_t chunk_offset,
                                        const McapMessageCallback& on_message) {
+  if (state_->busy) return absl::FailedPreconditionError("a read is in progress");
+  state_->busy = true;
   state_->reader.set_on_message(&on_message);
   absl::Status read = state_->reader.ReadChunkAt(
       absl::string_view(bytes_ != nullptr ? bytes_ : "", size_), chunk_offset);
   state_->reader.set_on_message(nullptr);
+  state_->busy = false;
   return read;
 }
 

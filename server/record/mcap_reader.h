@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -85,6 +86,12 @@ struct McapStatistics {
   std::uint64_t message_start_time = 0;  // Of its first and last messages (0 if none).
   std::uint64_t message_end_time = 0;
 };
+// What a reader seeking by chunk needs of a file's summary.
+struct McapSummary {
+  McapStatistics statistics;
+  std::vector<std::uint64_t> chunk_offsets;  // Of every chunk, in the summary's order.
+};
+
 // The Statistics record of the file at `path`. NotFound naming the path; FailedPrecondition
 // for a file with no summary (cut short) or none with statistics; InvalidArgument for a
 // footer or summary that does not hold together.
@@ -107,17 +114,24 @@ class McapFileReader {
 
   // As ReadMcapFile (once); the schemas and channels read are kept for ReadChunk.
   absl::StatusOr<McapReadSummary> ReadAll(const McapMessageCallback& on_message);
-  // The messages of the chunk record at `chunk_offset` (from a message ReadAll gave), with
-  // the schemas and channels ReadAll read. InvalidArgument for an offset that is not a chunk's.
+  // The messages of the chunk record at `chunk_offset` (from a message ReadAll gave, or the
+  // summary), with the schemas and channels read so far. InvalidArgument for an offset that is
+  // not a chunk's. Not from within a callback of this reader (FailedPrecondition).
   absl::Status ReadChunk(std::uint64_t chunk_offset, const McapMessageCallback& on_message);
 
   std::uint64_t size() const { return size_; }
   // What the file's summary says (ReadMcapStatistics).
   absl::StatusOr<McapStatistics> Statistics() const;
+  // The summary's statistics and chunks, its schemas and channels kept for ReadChunk (so a
+  // chunk can be read without reading the file whole). FailedPrecondition for a file without
+  // a summary.
+  absl::StatusOr<McapSummary> ReadSummary();
 
  private:
   McapFileReader(const char* bytes, std::size_t size, const McapReadOptions& options,
                  bool mapped);
+  // The summary section's records (up to the footer).
+  absl::StatusOr<absl::string_view> SummaryRecords() const;
   class State;
   const char* const bytes_;
   const std::size_t size_;

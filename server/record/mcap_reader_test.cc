@@ -257,3 +257,50 @@ TEST(McapStatistics, ReadFromTheSummaryAloneOrRefusedForAFileCutShort) {
 
 }  // namespace
 }  // namespace pitlane::record
+
+namespace pitlane::record {
+namespace {
+
+TEST(McapFileReader, ChunksFromTheSummaryAloneAndAgainWithoutCountingTwice) {
+  std::vector<Seen> seen;
+  const std::string bytes = Written(McapCompression::kZstd, 400, &seen);
+  // Schemas and channels allowed: a little more than the file's own.
+  const McapReadOptions tight{.max_schema_bytes = 200};
+  std::unique_ptr<McapFileReader> reader = McapFileReader::FromBytes(bytes, tight);
+  absl::StatusOr<McapSummary> summary = reader->ReadSummary();
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->statistics.message_count, 400u);
+  ASSERT_GT(summary->chunk_offsets.size(), 5u);
+  // Without the whole file read first: the summary's channels serve. Every chunk, 50 times
+  // over: schemas and channels read again are not counted again.
+  std::size_t messages = 0;
+  const McapMessageCallback count = [&](const McapChannel&, const McapSchema*,
+                                        const McapMessage&) {
+    ++messages;
+    return absl::OkStatus();
+  };
+  for (int round = 0; round < 50; ++round) {
+    for (const std::uint64_t offset : summary->chunk_offsets) {
+      ASSERT_TRUE(reader->ReadChunk(offset, count).ok());
+    }
+  }
+  EXPECT_EQ(messages, 50u * 400u);
+  // Once whole; not from within its own callback.
+  ASSERT_TRUE(reader
+                  ->ReadAll([&](const McapChannel&, const McapSchema*, const McapMessage&) {
+                    EXPECT_EQ(reader->ReadChunk(summary->chunk_offsets[0], count).code(),
+                              absl::StatusCode::kFailedPrecondition);
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(reader->ReadAll(count).status().code(), absl::StatusCode::kFailedPrecondition);
+  // A file cut short has no summary.
+  EXPECT_EQ(McapFileReader::FromBytes(absl::string_view(bytes).substr(0, bytes.size() / 2))
+                ->ReadSummary()
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace pitlane::record

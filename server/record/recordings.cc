@@ -67,20 +67,29 @@ void Recordings::ListFilesOnDisk(const FileDescriber& describe_file) {
   };
   std::vector<Found> found;
   std::error_code error;
-  for (const auto& file : std::filesystem::directory_iterator(limits_.dir, error)) {
+  // increment(error), not ++: a directory that fails to read ends the loop, never throws.
+  for (std::filesystem::directory_iterator it(limits_.dir, error), end; !error && it != end;
+       it.increment(error)) {
+    const std::filesystem::directory_entry& file = *it;
     const std::string name = file.path().filename().string();
     std::error_code file_error;
-    if (!IsRecordingFileName(name) || !file.is_regular_file(file_error)) continue;
+    // Not links: the readers refuse to follow them.
+    if (!IsRecordingFileName(name) || file.is_symlink(file_error) ||
+        !file.is_regular_file(file_error)) {
+      continue;
+    }
     const std::uintmax_t bytes = file.file_size(file_error);
     const auto modified = file.last_write_time(file_error);
     if (file_error) continue;
     found.push_back({modified, name.substr(0, name.size() - 5), file.path().string(), bytes});
   }
+  // The newest kMaxListedRecordings, listed oldest first (the list shows the newest first).
   std::sort(found.begin(), found.end(),
-            [](const Found& a, const Found& b) { return a.modified < b.modified; });
+            [](const Found& a, const Found& b) { return a.modified > b.modified; });
+  if (found.size() > kMaxListedRecordings) found.resize(kMaxListedRecordings);
+  std::reverse(found.begin(), found.end());
   absl::MutexLock lock(&mu_);
   for (Found& file : found) {
-    if (entries_.size() >= kMaxListedRecordings) break;
     absl::StatusOr<RecordingInfo> described = describe_file(file.path);
     RecordingInfo info;
     if (described.ok()) {
@@ -102,9 +111,13 @@ void Recordings::ListFilesOnDisk(const FileDescriber& describe_file) {
 std::uint64_t Recordings::BytesOnDisk() const {
   std::uint64_t used = 0;
   std::error_code error;
-  for (const auto& file : std::filesystem::directory_iterator(limits_.dir, error)) {
+  // increment(error), not ++: a directory that fails to read ends the loop, never throws.
+  for (std::filesystem::directory_iterator it(limits_.dir, error), end; !error && it != end;
+       it.increment(error)) {
+    const std::filesystem::directory_entry& file = *it;
     std::error_code size_error;
-    if (file.path().extension() == ".mcap" && file.is_regular_file(size_error)) {
+    if (file.path().extension() == ".mcap" && !file.is_symlink(size_error) &&
+        file.is_regular_file(size_error)) {
       const std::uintmax_t size = file.file_size(size_error);
       if (!size_error) used += size;
     }
@@ -176,11 +189,11 @@ absl::StatusOr<RecordingInfo> Recordings::Start(std::shared_ptr<session::Session
   }
   const auto every_n_ticks = static_cast<std::uint32_t>(
       std::clamp(std::llround(tick_rate_hz / rate_hz), 1LL, 1LL << 31));
-  const double foxglove_rate_hz =
-      request.foxglove_rate_hz.value_or(std::min(limits_.default_foxglove_rate_hz, rate_hz));
   // The telemetry's rate as its decimation makes it; the Foxglove channels take every n-th of
   // its frames, n as large as keeps at least the rate asked.
   const double telemetry_hz = tick_rate_hz / every_n_ticks;
+  const double foxglove_rate_hz = request.foxglove_rate_hz.value_or(
+      std::min(limits_.default_foxglove_rate_hz, telemetry_hz));
   if (!(foxglove_rate_hz == 0.0 || (foxglove_rate_hz >= min_rate_hz &&
                                      foxglove_rate_hz <= telemetry_hz * (1 + 1e-9)))) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -212,9 +212,10 @@ int RecordingsApi::SendFile(mg_connection* connection, const record::RecordingIn
   } release{downloads_};
   // Opened once: a recording deleted while it is sent is still sent whole, and one still
   // being written is sent as far as it was when asked for.
-  release.fd = open(info.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // Not a link, not a FIFO put in its place (the open would block on it): a regular file.
+  release.fd = open(info.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   struct stat status {};
-  if (release.fd < 0 || fstat(release.fd, &status) != 0) {
+  if (release.fd < 0 || fstat(release.fd, &status) != 0 || !S_ISREG(status.st_mode)) {
     return RespondError(connection,
                         absl::NotFoundError("recording_id: the recording's file is gone from "
                                             "--record_dir"));

@@ -253,6 +253,13 @@ def test_recording_errors_name_their_field(tmp_path):
             assert bad.value.details().startswith("recording_id")
             assert len(bad.value.details()) < 200
         assert client.list_recordings() == []
+        # Telemetry rates the decimation makes lower (20 Hz ticks, 1.7 asked: every 12th tick,
+        # 1.67 Hz) or higher (1.3: every 15th, 1.33 Hz), the Foxglove rate unset: its default
+        # is at most the telemetry's.
+        for rate in (1.7, 1.3):
+            asked = client.start_recording(sid, telemetry_rate_hz=rate)
+            assert asked.options.foxglove_rate_hz <= 20.0 / round(20.0 / rate) + 1e-9
+            client.stop_recording(asked.recording_id)
         client.step(sid, 3)
         first = client.start_recording(sid)
         assert not first.replayable_from_start  # Started at tick 3.
@@ -366,11 +373,11 @@ def test_a_server_lists_the_recordings_an_earlier_one_left(tmp_path):
         assert set(listed) == {done.recording_id, cut.stem, junk.stem}
         again = listed[done.recording_id]
         assert again.state == pitlane.pb.RECORDING_STATE_COMPLETE
-        assert again.end_reason == "recorded before this server started"
+        assert again.end_reason == "stopped"  # As its file's end says.
         assert (again.session_id, again.ticks, again.bytes) == (sid, 250, done.bytes)
         assert again.replayable_from_start
         assert listed[cut.stem].state == pitlane.pb.RECORDING_STATE_FAILED
-        assert "no summary" in listed[cut.stem].end_reason
+        assert "no summary" in listed[cut.stem].end_reason, listed[cut.stem].end_reason
         assert listed[junk.stem].state == pitlane.pb.RECORDING_STATE_FAILED
         assert listed[junk.stem].end_reason.startswith("cannot be read: ")
         # Re-simulated, fetched and deleted like any other; only the admin sees them (their

@@ -906,7 +906,8 @@ class _Api:
             lambda r: r.bytes_freed)
 
     def list_recordings(self) -> list[pb.RecordingInfo]:
-        """The recordings of this server's run that the caller may see, newest first."""
+        """The recordings the caller may see, newest first: this server's, and those an earlier
+        run left in its --record_dir (admins only)."""
         return self._unary(
             "ListRecordings", pb.ListRecordingsRequest(), lambda r: list(r.recordings))
 
