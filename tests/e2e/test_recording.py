@@ -561,3 +561,59 @@ def test_recordings_over_http_say_when_recording_is_off():
     with running_server("--http_listen=127.0.0.1:0") as server:
         status, _, body = http(f"http://{server.http_address()}", "/recordings")
         assert status == 404 and "--record_dir" in json.loads(body)["error"]
+
+
+def test_a_download_that_does_not_add_up_leaves_nothing(tmp_path):
+    """The client's download checks what the server sent (pieces that follow each other and
+    add up to the size they state): a stream that breaks that is an error, and no file or
+    part is left. (The server never sends such a stream: the pieces are made here.)"""
+    from pitlane.client import _Download  # pylint: disable=import-outside-toplevel
+
+    class Call:
+        cancelled = False
+
+        def cancel(self):
+            self.cancelled = True
+
+    piece = pitlane.pb.DownloadRecordingResponse
+    for pieces, message in [
+            ([piece(data=b"abcd", offset=0, size=10)], "got 4 of 10 bytes"),
+            ([piece(data=b"abcd", offset=0, size=8), piece(data=b"efgh", offset=5, size=8)],
+             "a piece at 5"),
+            ([piece(data=b"abcd", offset=0, size=8), piece(data=b"efgh", offset=4, size=9)],
+             "of 9 bytes"),
+    ]:
+        call = Call()
+        path = tmp_path / "run.mcap"
+        with pytest.raises(RuntimeError, match=message):
+            with _Download(str(path), call) as download:
+                for p in pieces:
+                    download.add(p)
+        assert call.cancelled and not path.exists() and not (tmp_path / "run.mcap.part").exists()
+    with _Download(str(path), Call()) as download:
+        download.add(piece(data=b"abcd", offset=0, size=4))
+    assert path.read_bytes() == b"abcd" and download.written == 4
+
+
+def test_the_asyncio_client_records_and_fetches(tmp_path):
+    import asyncio  # pylint: disable=import-outside-toplevel
+    import pitlane.aio  # pylint: disable=import-outside-toplevel
+
+    async def main(address):
+        async with pitlane.aio.Client(address, timeout_s=30.0) as sim:
+            sid = (await sim.create_session(scenario="demo", clock_mode="lockstep")).session_id
+            recording = await sim.start_recording(sid)
+            await sim.step(sid, 100)
+            done = await sim.stop_recording(recording.recording_id)
+            fetched = tmp_path / "aio.mcap"
+            size = await sim.download_recording(done.recording_id, str(fetched))
+            listed = [r.recording_id for r in await sim.list_recordings()]
+            await sim.delete_recording(done.recording_id)
+            return done, size, fetched, listed
+
+    (tmp_path / "recordings").mkdir()
+    with running_server(*record_dir_flags(tmp_path / "recordings")) as server:
+        done, size, fetched, listed = asyncio.run(asyncio.wait_for(main(server.address), 60))
+    assert size == done.bytes == fetched.stat().st_size and listed == [done.recording_id]
+    assert pitlane.read_recording(str(fetched)).hashes["tick"][-1] == 100
+    assert not (tmp_path / "recordings" / f"{done.recording_id}.mcap").exists()

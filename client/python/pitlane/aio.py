@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Optional
 
@@ -256,23 +255,10 @@ class Client(_client._Api):
             pb.DownloadRecordingRequest(recording_id=recording_id),
             timeout=86400.0 if timeout_s is None else timeout_s,
             metadata=await self._stream_metadata(None))
-        written = 0
-        part = path + ".part"
-        try:
-            with open(part, "wb") as out:
-                async for piece in call:
-                    if piece.offset != written:
-                        raise RuntimeError(
-                            f"download: a piece at {piece.offset}, expected {written}")
-                    out.write(piece.data)
-                    written += len(piece.data)
-        except BaseException:
-            call.cancel()
-            with contextlib.suppress(OSError):
-                os.remove(part)
-            raise
-        os.replace(part, path)
-        return written
+        with _client._Download(path, call) as download:
+            async for piece in call:
+                download.add(piece)
+        return download.written
 
     async def stream_states(
         self,

@@ -579,6 +579,42 @@ def _stream_states_request(session_id, every_n_ticks, max_rate_hz, vehicle_ids):
     return request
 
 
+class _Download:
+    """A DownloadRecording stream's pieces into ``path + ".part"`` (an existing file at
+    ``path`` stays until the download is whole), checked to follow each other and to add up
+    to the file's size, then renamed to ``path``; on any failure the call is cancelled and
+    the part removed."""
+
+    def __init__(self, path, call):
+        self.path, self.part, self.call = path, path + ".part", call
+        self.written, self.size, self.out = 0, None, None
+
+    def __enter__(self):
+        self.out = open(self.part, "wb")  # pylint: disable=consider-using-with
+        return self
+
+    def add(self, piece):
+        if piece.offset != self.written or (self.size is not None and piece.size != self.size):
+            raise RuntimeError(f"download: a piece at {piece.offset} of {piece.size} bytes, "
+                               f"expected {self.written} of {self.size}")
+        self.size = piece.size
+        self.out.write(piece.data)
+        self.written += len(piece.data)
+
+    def __exit__(self, kind, value, trace):
+        self.out.close()
+        short = kind is None and self.size is not None and self.written != self.size
+        if kind is None and not short:
+            os.replace(self.part, self.path)
+            return False
+        self.call.cancel()
+        with contextlib.suppress(OSError):
+            os.remove(self.part)
+        if short:
+            raise RuntimeError(f"download: got {self.written} of {self.size} bytes")
+        return False
+
+
 def _as_bytes(pem):
     return pem.encode("ascii") if isinstance(pem, str) else pem
 
@@ -1182,23 +1218,10 @@ class Client(_Api):
         call = self.stub.DownloadRecording(
             pb.DownloadRecordingRequest(recording_id=recording_id),
             timeout=86400.0 if timeout_s is None else timeout_s)
-        written = 0
-        part = path + ".part"  # An existing file at `path` stays until the download is whole.
-        try:
-            with open(part, "wb") as out:
-                for piece in call:
-                    if piece.offset != written:
-                        raise RuntimeError(
-                            f"download: a piece at {piece.offset}, expected {written}")
-                    out.write(piece.data)
-                    written += len(piece.data)
-        except BaseException:
-            call.cancel()
-            with contextlib.suppress(OSError):
-                os.remove(part)
-            raise
-        os.replace(part, path)
-        return written
+        with _Download(path, call) as download:
+            for piece in call:
+                download.add(piece)
+        return download.written
 
     def stream_states(
         self,
