@@ -377,6 +377,25 @@ absl::StatusOr<std::unique_ptr<McapFileReader>> McapFileReader::Open(
       new McapFileReader(static_cast<const char*>(mapped), size, options, /*mapped=*/true));
 }
 
+namespace {
+
+// A Statistics record's body: the message count, then the counts of schemas (u16), channels,
+// attachments, metadata and chunks (u32 each), then the first and last message times.
+absl::StatusOr<McapStatistics> ParseStatistics(absl::string_view body) {
+  Fields fields(body);
+  McapStatistics out;
+  std::uint16_t schemas = 0;
+  std::uint32_t channels = 0, attachments = 0, metadata = 0, chunks = 0;
+  if (!fields.Read(out.message_count) || !fields.Read(schemas) || !fields.Read(channels) ||
+      !fields.Read(attachments) || !fields.Read(metadata) || !fields.Read(chunks) ||
+      !fields.Read(out.message_start_time) || !fields.Read(out.message_end_time)) {
+    return absl::InvalidArgumentError("the summary's statistics run past their end");
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<absl::string_view> McapFileReader::SummaryRecords() const {
   // The file ends with the footer record (opcode, length 20, summary start, summary offset
   // start, summary CRC) and the magic.
@@ -422,16 +441,7 @@ absl::StatusOr<McapSummary> McapFileReader::ReadSummary() {
     const std::size_t offset = static_cast<std::size_t>(rest.data() - bytes_);
     Fields fields(body);
     if (opcode == kStatistics) {
-      // Between the count and the times: the counts of schemas (u16), channels, attachments,
-      // metadata and chunks (u32 each).
-      std::uint16_t schemas = 0;
-      std::uint32_t channels = 0, attachments = 0, metadata = 0, chunks = 0;
-      McapStatistics& out = summary.statistics;
-      if (!fields.Read(out.message_count) || !fields.Read(schemas) || !fields.Read(channels) ||
-          !fields.Read(attachments) || !fields.Read(metadata) || !fields.Read(chunks) ||
-          !fields.Read(out.message_start_time) || !fields.Read(out.message_end_time)) {
-        return absl::InvalidArgumentError("the summary's statistics run past their end");
-      }
+      ASSIGN_OR_RETURN(summary.statistics, ParseStatistics(body));
       statistics_seen = true;
     } else if (opcode == kChunkIndex) {
       std::uint64_t start_time = 0, end_time = 0, chunk_offset = 0;
@@ -465,17 +475,7 @@ absl::StatusOr<McapStatistics> McapFileReader::Statistics() const {
     Fields(rest.substr(1, 8)).Read(record_length);
     if (record_length > rest.size() - 9) break;
     if (opcode == kStatistics) {
-      Fields statistics(rest.substr(9, static_cast<std::size_t>(record_length)));
-      McapStatistics out;
-      std::uint16_t schemas = 0;
-      std::uint32_t channels = 0, attachments = 0, metadata = 0, chunks = 0;
-      if (!statistics.Read(out.message_count) || !statistics.Read(schemas) ||
-          !statistics.Read(channels) || !statistics.Read(attachments) ||
-          !statistics.Read(metadata) || !statistics.Read(chunks) ||
-          !statistics.Read(out.message_start_time) || !statistics.Read(out.message_end_time)) {
-        return absl::InvalidArgumentError("the summary's statistics run past their end");
-      }
-      return out;
+      return ParseStatistics(rest.substr(9, static_cast<std::size_t>(record_length)));
     }
     rest.remove_prefix(9 + static_cast<std::size_t>(record_length));
   }
