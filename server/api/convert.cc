@@ -617,6 +617,15 @@ void SessionToProto(const session::SessionDescription& session, v1::SessionInfo*
     info->set_vehicle_id(vehicle.id);
     VehicleSpecToProto(vehicle.spec, session.config.route_names, info->mutable_spec());
   }
+  if (session.playback.has_value()) PlaybackToProto(*session.playback, out->mutable_playback());
+}
+
+void PlaybackToProto(const session::PlaybackPosition& playback, v1::PlaybackInfo* out) {
+  out->set_recording_id(playback.recording);
+  out->set_position_s(static_cast<double>(playback.position_ns) * 1e-9);
+  out->set_duration_s(static_cast<double>(playback.duration_ns) * 1e-9);
+  out->set_frame(playback.frame);
+  out->set_frame_count(playback.frame_count);
 }
 
 void VehicleInputToProto(const sim::VehicleInput& input, v1::VehicleControl* out) {

@@ -37,6 +37,7 @@ sim::ObstacleSpec ObstacleSpecFromProto(const v1::ObstacleSpec& spec);
 
 void SimTimeToProto(const session::SimTime& time, v1::SimTime* out);
 void SessionToProto(const session::SessionDescription& session, v1::SessionInfo* out);
+void PlaybackToProto(const session::PlaybackPosition& playback, v1::PlaybackInfo* out);
 // Every field of `config` with its defaults filled in; `with_contents`: also its obstacles
 // and vehicles (SessionInfo leaves them out: it lists those present now).
 void SessionConfigToProto(const session::SessionConfig& config, v1::SessionConfig* out,

@@ -59,55 +59,146 @@ absl::StatusOr<session::Frame> RecordedStatesToFrame(
 }
 
 absl::StatusOr<std::unique_ptr<RecordingFrames>> RecordingFrames::Open(const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<record::McapFileReader> file, record::McapFileReader::Open(path));
+  return FromReader(std::move(file));
+}
+
+absl::StatusOr<std::unique_ptr<RecordingFrames>> RecordingFrames::FromReader(
+    std::unique_ptr<record::McapFileReader> file) {
   auto frames = std::unique_ptr<RecordingFrames>(new RecordingFrames());
-  ASSIGN_OR_RETURN(frames->file_, record::McapFileReader::Open(path));
-  std::optional<std::uint64_t> origin;
-  std::vector<std::string> route_names;
-  RecordingFrames& out = *frames;
-  const absl::StatusOr<record::McapReadSummary> read = out.file_->ReadAll(
+  frames->file_ = std::move(file);
+  absl::StatusOr<record::McapSummary> summary = frames->file_->ReadSummary();
+  if (summary.ok()) {
+    RETURN_IF_ERROR(frames->ReadIndexed(*summary));
+  } else if (absl::IsFailedPrecondition(summary.status())) {
+    RETURN_IF_ERROR(frames->ReadWhole());  // No summary: cut short.
+  } else {
+    return summary.status();
+  }
+  if (frames->frames_.empty()) {
+    return absl::InvalidArgumentError("the recording holds no frames (/pitlane/states)");
+  }
+  return frames;
+}
+
+absl::Status RecordingFrames::TakeHeader(const record::McapChannel& channel,
+                                         const record::McapMessage& message) {
+  if (channel.topic != kRecordingSessionTopic ||
+      !header_.ParseFromArray(message.data.data(), static_cast<int>(message.data.size()))) {
+    return absl::InvalidArgumentError(
+        "not a Pitlane recording: its first message is not a /pitlane/session header");
+  }
+  for (const v1::Track& track : header_.config().tracks()) route_names_.push_back(track.name());
+  return absl::OkStatus();
+}
+
+absl::Status RecordingFrames::TakeVehicles(const record::McapMessage& message) {
+  v1::RecordedVehicles described;
+  if (!described.ParseFromArray(message.data.data(), static_cast<int>(message.data.size()))) {
+    return absl::InvalidArgumentError("/pitlane/vehicles: a message does not parse");
+  }
+  for (const v1::RecordedVehicle& vehicle : described.vehicles()) {
+    if (!vehicle.has_spec()) continue;
+    absl::StatusOr<sim::VehicleSpec> spec = VehicleSpecFromProto(vehicle.spec(), route_names_);
+    if (spec.ok()) vehicles_[vehicle.vehicle_id()] = *std::move(spec);
+  }
+  return absl::OkStatus();
+}
+
+std::uint64_t RecordingFrames::SinceOrigin(std::uint64_t log_time) const {
+  const std::uint64_t origin = header_.time_origin_unix_ns();
+  return log_time > origin ? log_time - origin : 0;
+}
+
+absl::Status RecordingFrames::ReadWhole() {
+  bool header_read = false;
+  const absl::StatusOr<record::McapReadSummary> read = file_->ReadAll(
       [&](const record::McapChannel& channel, const record::McapSchema*,
           const record::McapMessage& message) -> absl::Status {
-        if (!origin.has_value()) {
-          if (channel.topic != kRecordingSessionTopic ||
-              !out.header_.ParseFromArray(message.data.data(),
-                                          static_cast<int>(message.data.size()))) {
-            return absl::InvalidArgumentError(
-                "not a Pitlane recording: its first message is not a /pitlane/session header");
-          }
-          origin = out.header_.time_origin_unix_ns();
-          for (const v1::Track& track : out.header_.config().tracks()) {
-            route_names.push_back(track.name());
-          }
-          return absl::OkStatus();
+        if (!header_read) {
+          header_read = true;
+          return TakeHeader(channel, message);
         }
         if (channel.topic == kRecordingStatesTopic) {
           if (message.chunk_offset == 0) {
             return absl::InvalidArgumentError("/pitlane/states: a message outside any chunk");
           }
-          out.frames_.push_back({.time_ns = message.log_time > *origin ? message.log_time - *origin : 0,
-                                 .chunk_offset = message.chunk_offset});
+          frames_.push_back({.time_ns = SinceOrigin(message.log_time),
+                             .chunk_offset = message.chunk_offset});
         } else if (channel.topic == kRecordingVehiclesTopic) {
-          v1::RecordedVehicles described;
-          if (!described.ParseFromArray(message.data.data(),
-                                        static_cast<int>(message.data.size()))) {
-            return absl::InvalidArgumentError("/pitlane/vehicles: a message does not parse");
-          }
-          for (const v1::RecordedVehicle& vehicle : described.vehicles()) {
-            if (!vehicle.has_spec()) continue;
-            absl::StatusOr<sim::VehicleSpec> spec = VehicleSpecFromProto(vehicle.spec(), route_names);
-            if (spec.ok()) out.vehicles_[vehicle.vehicle_id()] = *std::move(spec);
-          }
+          return TakeVehicles(message);
         }
         return absl::OkStatus();
       });
   if (!read.ok()) return read.status();
-  if (!origin.has_value()) {
+  if (!header_read) {
     return absl::InvalidArgumentError("not a Pitlane recording: it has no /pitlane/session header");
   }
-  if (out.frames_.empty()) {
-    return absl::InvalidArgumentError("the recording holds no frames (/pitlane/states)");
+  return absl::OkStatus();
+}
+
+absl::Status RecordingFrames::ReadIndexed(const record::McapSummary& summary) {
+  std::optional<std::uint16_t> states, vehicles;
+  for (const record::McapChannel& channel : summary.channels) {
+    if (channel.topic == kRecordingStatesTopic) states = channel.id;
+    if (channel.topic == kRecordingVehiclesTopic) vehicles = channel.id;
   }
-  return frames;
+  std::vector<record::McapChunkIndex> chunks = summary.chunks;
+  std::sort(chunks.begin(), chunks.end(),
+            [](const auto& a, const auto& b) { return a.offset < b.offset; });
+  if (chunks.empty()) {
+    return absl::InvalidArgumentError("not a Pitlane recording: it has no chunks");
+  }
+  // The header: the first message of the first chunk.
+  bool header_read = false;
+  RETURN_IF_ERROR(file_->ReadChunk(
+      chunks.front().offset,
+      [&](const record::McapChannel& channel, const record::McapSchema*,
+          const record::McapMessage& message) -> absl::Status {
+        if (header_read) return absl::OkStatus();
+        header_read = true;
+        return TakeHeader(channel, message);
+      }));
+  if (!header_read) {
+    return absl::InvalidArgumentError("not a Pitlane recording: it has no /pitlane/session header");
+  }
+  // Where the frames lie, from each chunk's message index (no chunk opened); the vehicles'
+  // specs from the chunks that hold some.
+  std::uint64_t last_time = 0;
+  for (const record::McapChunkIndex& chunk : chunks) {
+    for (const auto& [channel_id, index_offset] : chunk.message_indexes) {
+      if (channel_id == states) {
+        ASSIGN_OR_RETURN(record::McapMessageIndex index, file_->ReadMessageIndex(index_offset));
+        if (index.channel_id != channel_id) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "message index at byte ", index_offset, ": of channel ", index.channel_id,
+              ", not ", channel_id, " as its chunk index says"));
+        }
+        // By offset: the order ReadChunk gives the chunk's frames in.
+        std::sort(index.entries.begin(), index.entries.end(),
+                  [](const auto& a, const auto& b) { return a.second < b.second; });
+        for (const auto& [log_time, unused] : index.entries) {
+          const std::uint64_t time_ns = SinceOrigin(log_time);
+          if (time_ns < last_time) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "/pitlane/states: a frame of the chunk at byte ", chunk.offset,
+                " is older than the frame before it"));
+          }
+          last_time = time_ns;
+          frames_.push_back({.time_ns = time_ns, .chunk_offset = chunk.offset});
+        }
+      } else if (channel_id == vehicles) {
+        RETURN_IF_ERROR(file_->ReadChunk(
+            chunk.offset,
+            [&](const record::McapChannel& channel, const record::McapSchema*,
+                const record::McapMessage& message) -> absl::Status {
+              if (channel.topic != kRecordingVehiclesTopic) return absl::OkStatus();
+              return TakeVehicles(message);
+            }));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::size_t RecordingFrames::IndexAt(std::uint64_t time_ns) const {
@@ -156,9 +247,24 @@ absl::StatusOr<std::shared_ptr<const session::Frame>> RecordingFrames::Frame(std
   }
   const std::size_t at = index - cached_first_;
   if (at >= cached_.size()) {
-    return absl::InternalError("the recording's chunk no longer holds the frames it held");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "/pitlane/states: the chunk at byte ", chunk, " holds fewer frames than its index says"));
   }
   return cached_[at];
+}
+
+std::vector<sim::VehicleDescription> RecordingPlayback::Describe(
+    const session::Frame& frame) const {
+  std::vector<sim::VehicleDescription> described;
+  described.reserve(frame.vehicles.size());
+  for (const sim::VehicleSnapshot& vehicle : frame.vehicles) {
+    sim::VehicleDescription& description = described.emplace_back();
+    description.id = vehicle.id;
+    if (const auto spec = frames_->vehicles().find(vehicle.id); spec != frames_->vehicles().end()) {
+      description.spec = spec->second;
+    }
+  }
+  return described;
 }
 
 }  // namespace pitlane::api

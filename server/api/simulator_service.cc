@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <bit>
 #include <cstddef>
@@ -26,6 +27,7 @@
 #include "google/protobuf/arena.h"
 #include "server/api/audit.h"
 #include "server/api/convert.h"
+#include "server/api/recording_frames.h"
 #include "server/api/recording_replay.h"
 #include "server/api/grpc_status.h"
 #include "server/api/rpc_counts.h"
@@ -1082,30 +1084,13 @@ grpc::ServerUnaryReactor* SimulatorService::CreateSession(grpc::CallbackServerCo
   return Unary<v1::CreateSessionRequest, v1::CreateSessionResponse>(
       context, *raw_request, raw_response, access_, rpcs_,
       [&](const Caller& caller, const v1::CreateSessionRequest* request, v1::CreateSessionResponse* response) -> absl::Status {
-    // A viewer or driver token is handed to others (spectators, a teammate): it may not
-    // create sessions, which would count against its owner's quota out of the owner's reach.
-    if (caller.grant != nullptr && (caller.grant->role == auth::Role::kViewer ||
-                                    caller.grant->role == auth::Role::kDriver)) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "authorization: creating a session needs an owner or admin token; this is a ",
-          auth::RoleName(caller.grant->role), " token"));
-    }
+    RETURN_IF_ERROR(MayCreateSessions(caller, "creating a session"));
     const Caller creator = access_.WithQuotaIdentity(caller, *context);
     RETURN_IF_ERROR(access_.Reserve(creator));
     Reservation reservation(access_, creator);  // Given back unless the session takes it.
     ASSIGN_OR_RETURN(const std::shared_ptr<session::Session> session,
                      CreateFromConfig(request->config(), &creator, &reservation));
-    if (access_.mode() == AuthMode::kToken) {
-      absl::StatusOr<std::vector<auth::Minted>> owner =
-          access_.Mint(creator, {{.role = auth::Role::kOwner, .session_id = session->id()}},
-                       /*pending=*/false, /*for_new_session=*/true);
-      if (!owner.ok()) {
-        (void)sessions_.Delete(session->id());
-        return owner.status();
-      }
-      response->set_owner_token(std::move(owner->front().token));
-      response->set_owner_token_id(owner->front().id);
-    }
+    RETURN_IF_ERROR(GiveOwnerToken(creator, session->id(), *response));
     const session::SessionDescription description = session->Describe(/*with_vehicles=*/false);
     SessionToProto(description, response->mutable_session());
     Audit(context->peer(), "session.create",
@@ -1118,6 +1103,35 @@ grpc::ServerUnaryReactor* SimulatorService::CreateSession(grpc::CallbackServerCo
            {"open", sessions_.size()}});
     return absl::OkStatus();
       });
+}
+
+absl::Status SimulatorService::MayCreateSessions(const Caller& caller, absl::string_view what) {
+  // A viewer or driver token is handed to others (spectators, a teammate): it may not create
+  // sessions, which would count against its owner's quota out of the owner's reach.
+  if (caller.grant != nullptr && (caller.grant->role == auth::Role::kViewer ||
+                                  caller.grant->role == auth::Role::kDriver)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "authorization: ", what, " needs an owner or admin token; this is a ",
+        auth::RoleName(caller.grant->role), " token"));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Response>
+absl::Status SimulatorService::GiveOwnerToken(const Caller& creator,
+                                              const std::string& session_id,
+                                              Response& response) {
+  if (access_.mode() != AuthMode::kToken) return absl::OkStatus();
+  absl::StatusOr<std::vector<auth::Minted>> owner =
+      access_.Mint(creator, {{.role = auth::Role::kOwner, .session_id = session_id}},
+                   /*pending=*/false, /*for_new_session=*/true);
+  if (!owner.ok()) {
+    (void)sessions_.Delete(session_id);
+    return owner.status();
+  }
+  response.set_owner_token(std::move(owner->front().token));
+  response.set_owner_token_id(owner->front().id);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<session::Session>> SimulatorService::CreateFromConfig(
@@ -1748,6 +1762,11 @@ grpc::ServerUnaryReactor* SimulatorService::StartRecording(grpc::CallbackServerC
     ASSIGN_OR_RETURN(record::Recordings* const recordings, RecordingsOn());
     ASSIGN_OR_RETURN(const auto session,
                      Authorized(caller, auth::Need::kOwn, request->session_id()));
+    if (session->IsPlayback()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "session_id: session ", session->id(),
+          " plays a recording back; it is recorded already"));
+    }
     record::RecordingRequest asked;
     const v1::RecordingOptions& options = request->options();
     if (options.has_telemetry_rate_hz()) asked.telemetry_rate_hz = options.telemetry_rate_hz();
@@ -1852,17 +1871,7 @@ grpc::ServerUnaryReactor* SimulatorService::ReplayRecording(grpc::CallbackServer
                                                 start.header.max_contacts_per_tick();
                                           }
                                         }));
-      if (access_.mode() == AuthMode::kToken) {
-        absl::StatusOr<std::vector<auth::Minted>> owner = access_.Mint(
-            creator, {{.role = auth::Role::kOwner, .session_id = start.session->id()}},
-            /*pending=*/false, /*for_new_session=*/true);
-        if (!owner.ok()) {
-          (void)sessions_.Delete(start.session->id());
-          return owner.status();
-        }
-        start.response.set_owner_token(std::move(owner->front().token));
-        start.response.set_owner_token_id(owner->front().id);
-      }
+      RETURN_IF_ERROR(GiveOwnerToken(creator, start.session->id(), start.response));
       Audit(context->peer(), "recording.replay",
             {{"by", By(caller)}, {"recording", info->recording_id},
              {"session", start.session->id()}});
@@ -1915,6 +1924,94 @@ grpc::ServerUnaryReactor* SimulatorService::ReplayRecording(grpc::CallbackServer
     done->store(true);
   });
   return reactor;
+}
+
+grpc::ServerUnaryReactor* SimulatorService::PlayRecording(grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::PlayRecordingRequest, v1::PlayRecordingResponse>(
+      context, *raw_request, raw_response, access_, rpcs_,
+      [&](const Caller& caller, const v1::PlayRecordingRequest* request, v1::PlayRecordingResponse* response) -> absl::Status {
+    RETURN_IF_ERROR(MayCreateSessions(caller, "a playback is a new session: it"));
+    ASSIGN_OR_RETURN(const record::RecordingInfo info,
+                     RecordingFor(caller, request->recording_id(), auth::Need::kRead));
+    if (!(request->start_time_s() >= 0.0) || !std::isfinite(request->start_time_s())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "start_time_s: must be a number of seconds >= 0, got ", request->start_time_s()));
+    }
+    if (request->clock_mode() == v1::CLOCK_MODE_BARRIER) {
+      return absl::InvalidArgumentError(
+          "clock_mode: a playback has no controllers to wait for; use REALTIME or LOCKSTEP");
+    }
+    if (request->name().size() > sim::kMaxNameBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "name: at most ", sim::kMaxNameBytes, " bytes, got ", request->name().size()));
+    }
+    if (!info.progress.ended) {
+      return absl::FailedPreconditionError(
+          "recording_id: the recording is still running: stop it first");
+    }
+    // Through the file's indexes: its header, its frames' places and its vehicles' specs,
+    // without opening the other chunks.
+    absl::StatusOr<std::unique_ptr<RecordingFrames>> frames = RecordingFrames::Open(info.path);
+    if (!frames.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "recording_id: recording ", info.recording_id, " cannot be played back: ",
+          frames.status().message()));
+    }
+    v1::SessionConfig config = (*frames)->header().config();
+    config.clear_vehicles();
+    config.clear_scenario();
+    config.clear_max_vehicles();
+    config.clear_barrier_timeout_s();
+    config.set_clock_mode(request->clock_mode() == v1::CLOCK_MODE_LOCKSTEP
+                              ? v1::CLOCK_MODE_LOCKSTEP
+                              : v1::CLOCK_MODE_REALTIME);
+    if (request->has_real_time_factor()) {
+      config.set_real_time_factor(request->real_time_factor());
+    } else {
+      config.clear_real_time_factor();
+    }
+    config.set_paused(request->paused());
+    config.set_name(request->name().empty()
+                        ? absl::StrCat("playback of ", info.recording_id).substr(0, sim::kMaxNameBytes)
+                        : request->name());
+    const std::uint64_t start_ns =
+        static_cast<std::uint64_t>(std::min(request->start_time_s(), 1e9) * 1e9);
+    auto source = std::make_shared<RecordingPlayback>(info.recording_id, *std::move(frames));
+    const Caller creator = access_.WithQuotaIdentity(caller, *context);
+    RETURN_IF_ERROR(access_.Reserve(creator));
+    Reservation reservation(access_, creator);
+    ASSIGN_OR_RETURN(const std::shared_ptr<session::Session> session,
+                     CreateFromConfig(config, &creator, &reservation,
+                                      [&](session::SessionRequest& created) {
+                                        created.playback = source;
+                                        created.playback_start_ns = start_ns;
+                                      }));
+    RETURN_IF_ERROR(GiveOwnerToken(creator, session->id(), *response));
+    SessionToProto(session->Describe(/*with_vehicles=*/false), response->mutable_session());
+    Audit(context->peer(), "recording.play",
+          {{"by", By(caller)}, {"recording", info.recording_id}, {"session", session->id()}});
+    return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* SimulatorService::SeekPlayback(grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::SeekPlaybackRequest, v1::SeekPlaybackResponse>(
+      context, *raw_request, raw_response, access_, rpcs_,
+      [&](const Caller& caller, const v1::SeekPlaybackRequest* request, v1::SeekPlaybackResponse* response) -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session,
+                     Authorized(caller, auth::Need::kOwn, request->session_id()));
+    if (!(request->time_s() >= 0.0) || !std::isfinite(request->time_s())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("time_s: must be a number of seconds >= 0, got ", request->time_s()));
+    }
+    ASSIGN_OR_RETURN(const session::PlaybackPosition position,
+                     session->Seek(static_cast<std::uint64_t>(std::min(request->time_s(), 1e9) * 1e9)));
+    PlaybackToProto(position, response->mutable_playback());
+    SimTimeToProto(session->Now(), response->mutable_time());
+    return absl::OkStatus();
+      });
 }
 
 void SimulatorService::StopReplays() {

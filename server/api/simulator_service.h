@@ -69,7 +69,9 @@ using RawSimulatorService =
     S::WithRawCallbackMethod_ReplayRecording<
     S::WithRawCallbackMethod_DownloadRecording<
     S::WithRawCallbackMethod_DeleteRecording<
-    S::Service>>>>>>>>>>>>>>>>>>>>>>>>>;
+    S::WithRawCallbackMethod_PlayRecording<
+    S::WithRawCallbackMethod_SeekPlayback<
+    S::Service>>>>>>>>>>>>>>>>>>>>>>>>>>>;
 }  // namespace raw_methods
 
 class SimulatorService final : public raw_methods::RawSimulatorService {
@@ -186,6 +188,12 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   grpc::ServerUnaryReactor* DeleteRecording(grpc::CallbackServerContext* context,
                                            const grpc::ByteBuffer* request,
                                            grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* PlayRecording(grpc::CallbackServerContext* context,
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* SeekPlayback(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   // Cancels the re-simulations running and waits for their threads (the server stops; call
   // after closing the sessions, before shutting the gRPC server down).
   void StopReplays();
@@ -228,6 +236,16 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   absl::StatusOr<record::RecordingInfo> RecordingFor(const Caller& caller,
                                                     absl::string_view recording_id,
                                                     auth::Need need);
+
+  // PermissionDenied for a viewer or driver token ("authorization: <what> needs an owner or
+  // admin token").
+  static absl::Status MayCreateSessions(const Caller& caller, absl::string_view what);
+  // With --auth=token: mints the owner token of `session_id`, which `creator` just made, into
+  // `response`'s owner_token and owner_token_id; if it cannot, deletes the session and says
+  // why. Nothing with --auth=none.
+  template <typename Response>
+  absl::Status GiveOwnerToken(const Caller& creator, const std::string& session_id,
+                              Response& response);
 
   // Ends the streams opened with the tokens of `token_ids` (they were revoked).
   void EndStreams(const std::vector<std::string>& token_ids);

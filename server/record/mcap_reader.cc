@@ -68,6 +68,23 @@ class Fields {
   absl::string_view bytes_;
 };
 
+// The body of the record at `offset` of `file`, which must be a `what` record (`opcode`).
+absl::StatusOr<absl::string_view> RecordAt(absl::string_view file, std::uint64_t offset,
+                                           Opcode opcode, absl::string_view what) {
+  if (offset < kMagic.size() || offset > file.size() || file.size() - offset < 9 ||
+      static_cast<std::uint8_t>(file[offset]) != opcode) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("byte ", offset, ": no ", what, " record begins there"));
+  }
+  std::uint64_t length = 0;
+  Fields(file.substr(offset + 1, 8)).Read(length);
+  if (length > file.size() - offset - 9) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " at byte ", offset, ": it runs past the file"));
+  }
+  return file.substr(offset + 9, static_cast<std::size_t>(length));
+}
+
 class Reader {
  public:
   Reader(const McapMessageCallback* on_message, const McapReadOptions& options)
@@ -82,15 +99,8 @@ class Reader {
 
   // The chunk record at `offset` of `file` alone, with the schemas and channels read before.
   absl::Status ReadChunkAt(absl::string_view file, std::uint64_t offset) {
-    if (offset < kMagic.size() || offset > file.size() || file.size() - offset < 9 ||
-        static_cast<std::uint8_t>(file[offset]) != kChunk) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("byte ", offset, ": no chunk record begins there"));
-    }
-    std::uint64_t length = 0;
-    Fields(file.substr(offset + 1, 8)).Read(length);
-    if (length > file.size() - offset - 9) return Corrupt("chunk", offset, "it runs past the file");
-    Fields fields(file.substr(offset + 9, static_cast<std::size_t>(length)));
+    ASSIGN_OR_RETURN(const absl::string_view body, RecordAt(file, offset, kChunk, "chunk"));
+    Fields fields(body);
     return Chunk(fields, offset);
   }
 
@@ -444,27 +454,73 @@ absl::StatusOr<McapSummary> McapFileReader::ReadSummary() {
       ASSIGN_OR_RETURN(summary.statistics, ParseStatistics(body));
       statistics_seen = true;
     } else if (opcode == kChunkIndex) {
-      std::uint64_t start_time = 0, end_time = 0, chunk_offset = 0;
-      if (!fields.Read(start_time) || !fields.Read(end_time) || !fields.Read(chunk_offset)) {
+      McapChunkIndex chunk;
+      std::uint64_t chunk_length = 0;
+      absl::string_view indexes;
+      if (!fields.Read(chunk.message_start_time) || !fields.Read(chunk.message_end_time) ||
+          !fields.Read(chunk.offset) || !fields.Read(chunk_length) ||
+          !fields.ReadView32(indexes)) {
         return absl::InvalidArgumentError(
             absl::StrCat("chunk index at byte ", offset, ": its fields run past its end"));
       }
-      if (chunk_offset >= base) {
+      if (chunk.offset >= base) {
         return absl::InvalidArgumentError(
             absl::StrCat("chunk index at byte ", offset, ": its chunk is not before the summary"));
       }
-      summary.chunk_offsets.push_back(chunk_offset);
+      if (indexes.size() % 10 != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "chunk index at byte ", offset, ": its message index offsets are not whole entries"));
+      }
+      Fields entries(indexes);
+      chunk.message_indexes.resize(indexes.size() / 10);
+      for (auto& [channel_id, index_offset] : chunk.message_indexes) {
+        entries.Read(channel_id);
+        entries.Read(index_offset);
+        if (index_offset >= base) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "chunk index at byte ", offset, ": a message index is not before the summary"));
+        }
+      }
+      summary.chunk_offsets.push_back(chunk.offset);
+      summary.chunks.push_back(std::move(chunk));
     } else if (opcode == kSchema || opcode == kChannel) {
       // Known for ReadChunk (a chunk read alone may use ones defined in an earlier chunk).
       state_->busy = true;
       const absl::Status status = state_->reader.Define(opcode, body, offset);
       state_->busy = false;
       RETURN_IF_ERROR(status);
+      if (opcode == kChannel) {  // Defined, so its fields are whole.
+        McapChannel& channel = summary.channels.emplace_back();
+        fields.Read(channel.id);
+        fields.Read(channel.schema_id);
+        fields.ReadString(channel.topic);
+        fields.ReadString(channel.message_encoding);
+      }
     }
     rest.remove_prefix(9 + static_cast<std::size_t>(record_length));
   }
   if (!statistics_seen) return absl::FailedPreconditionError("the file's summary has no statistics");
   return summary;
+}
+
+absl::StatusOr<McapMessageIndex> McapFileReader::ReadMessageIndex(std::uint64_t offset) const {
+  ASSIGN_OR_RETURN(const absl::string_view body,
+                   RecordAt(absl::string_view(bytes_ != nullptr ? bytes_ : "", size_), offset,
+                            kMessageIndex, "message index"));
+  Fields fields(body);
+  McapMessageIndex index;
+  absl::string_view entries;
+  if (!fields.Read(index.channel_id) || !fields.ReadView32(entries) || entries.size() % 16 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("message index at byte ", offset, ": its entries run past its end"));
+  }
+  Fields read(entries);
+  index.entries.resize(entries.size() / 16);
+  for (auto& [log_time, message_offset] : index.entries) {
+    read.Read(log_time);
+    read.Read(message_offset);
+  }
+  return index;
 }
 
 absl::StatusOr<McapStatistics> McapFileReader::Statistics() const {

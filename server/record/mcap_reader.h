@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -86,10 +87,28 @@ struct McapStatistics {
   std::uint64_t message_start_time = 0;  // Of its first and last messages (0 if none).
   std::uint64_t message_end_time = 0;
 };
+// A chunk as the summary's Chunk Index record describes it.
+struct McapChunkIndex {
+  std::uint64_t offset = 0;  // Of its chunk record.
+  std::uint64_t message_start_time = 0;
+  std::uint64_t message_end_time = 0;
+  // Where the Message Index record of each channel with messages in the chunk begins:
+  // (channel id, byte offset), as the record lists them.
+  std::vector<std::pair<std::uint16_t, std::uint64_t>> message_indexes;
+};
 // What a reader seeking by chunk needs of a file's summary.
 struct McapSummary {
   McapStatistics statistics;
   std::vector<std::uint64_t> chunk_offsets;  // Of every chunk, in the summary's order.
+  std::vector<McapChunkIndex> chunks;        // The same chunks, with their indexes.
+  // The channels the summary defines (their topics, for finding a channel's id).
+  std::vector<McapChannel> channels;
+};
+// A Message Index record: where a channel's messages lie in a chunk.
+struct McapMessageIndex {
+  std::uint16_t channel_id = 0;
+  // (log time, byte offset in the chunk's uncompressed records), as the record lists them.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> entries;
 };
 
 // The Statistics record of the file at `path`. NotFound naming the path; FailedPrecondition
@@ -126,6 +145,10 @@ class McapFileReader {
   // chunk can be read without reading the file whole). FailedPrecondition for a file without
   // a summary.
   absl::StatusOr<McapSummary> ReadSummary();
+  // The Message Index record at `offset` (from McapChunkIndex::message_indexes): read from
+  // the file without opening its chunk. InvalidArgument for an offset where none begins, or
+  // a record that runs past its end.
+  absl::StatusOr<McapMessageIndex> ReadMessageIndex(std::uint64_t offset) const;
 
  private:
   McapFileReader(const char* bytes, std::size_t size, const McapReadOptions& options,

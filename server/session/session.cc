@@ -135,6 +135,21 @@ void Session::Finish(AfterUnlock after) {
 
 absl::Status Session::CheckCommandLocked(const Command& command) const {
   RETURN_IF_ERROR(CheckOpenLocked());
+  if (playback_ != nullptr) {
+    if (const auto* clock = std::get_if<SetClockCommand>(&command)) {
+      if (clock->update.mode == ClockMode::kBarrier) {
+        return absl::FailedPreconditionError(
+            "clock_mode: a playback has no controllers to wait for; use REALTIME or LOCKSTEP");
+      }
+    } else if (!std::holds_alternative<ResetCommand>(command) &&
+               !std::holds_alternative<StepCommand>(command) &&
+               !std::holds_alternative<DetachControllerCommand>(command)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "session_id: session ", id_, " plays back recording ", playback_->name(),
+          " and cannot be changed; replay the recording (ReplayRecording) for a session that "
+          "can"));
+    }
+  }
   if (const auto* controls = std::get_if<SetControlsCommand>(&command)) {
     for (std::size_t i = 0; i < controls->inputs.size(); ++i) {
       for (const Controller& controller : controllers_) {
@@ -183,6 +198,7 @@ absl::Status Session::ApplyLocked(const Command& command, std::vector<std::uint6
           ASSIGN_OR_RETURN(sim::World world, BuildWorld(config_, world_.next_ids()));
           world_ = std::move(world);
           braking_.clear();
+          if (playback_ != nullptr) RETURN_IF_ERROR(PlaybackMoveLocked(0));
           ++run_;
           tick_cost_ns_ = -1;
           previous_tick_over_contact_budget_ = false;
@@ -427,9 +443,9 @@ void Session::RunStepLocked(std::optional<std::int64_t> slice_end_ns, AfterUnloc
     steps_.pop_front();
   };
   if (!ticket->started_) {
-    if (ticket->expected_tick_.has_value() && *ticket->expected_tick_ != world_.tick()) {
+    if (ticket->expected_tick_.has_value() && *ticket->expected_tick_ != NowLocked().tick) {
       finish(absl::AbortedError(absl::StrCat("expected_tick: the session is at tick ",
-                                             world_.tick(), ", not ", *ticket->expected_tick_)));
+                                             NowLocked().tick, ", not ", *ticket->expected_tick_)));
       return;
     }
     ticket->started_ = true;
@@ -437,6 +453,14 @@ void Session::RunStepLocked(std::optional<std::int64_t> slice_end_ns, AfterUnloc
   }
   std::int64_t tick_end_ns = clock_->NowNanos();
   while (ticket->done_ < ticket->ticks_ && !ticket->cancelled_) {
+    if (playback_ != nullptr && PlaybackLocked().at_end() &&
+        PlaybackPositionNsLocked() >= playback_->TimeOf(playback_index_)) {
+      finish(absl::OutOfRangeError(absl::StrCat(
+          "ticks: the playback reached the end of recording ", playback_->name(), " after ",
+          ticket->done_, " of the Step's ", ticket->ticks_,
+          " ticks; seek or reset to play it again")));
+      return;
+    }
     tick_end_ns = TickLocked(&ticket->events_, tick_end_ns);
     ++ticket->done_;
     // The slice ends when it has run its time, or when a subscriber waits to be told of a
@@ -501,6 +525,10 @@ void Session::Fail(std::exception_ptr failure) {
   absl::Status reason;
   try {
     std::rethrow_exception(failure);
+  } catch (const PlaybackFailure& e) {
+    reason = absl::DataLossError(absl::StrCat("session_id: session ", id_,
+                                              " stopped: its recording could not be read (",
+                                              e.status().message(), ")"));
   } catch (const std::bad_alloc&) {
     reason = absl::ResourceExhaustedError(absl::StrCat(
         "session_id: session ", id_,
@@ -631,6 +659,12 @@ bool Session::CheapLocked(std::uint64_t ticks) const {
 }
 
 std::int64_t Session::TickLocked(FrameEvents* events, std::int64_t start_ns) {
+  if (playback_ != nullptr) {
+    PlaybackTickLocked();
+    const std::int64_t end_ns = clock_->NowNanos();
+    tick_cost_ns_ = end_ns - start_ns;
+    return end_ns;
+  }
   if (!braking_.empty()) BrakeLocked();
   transitions_.clear();
   world_.Step(&transitions_);
@@ -659,6 +693,117 @@ std::int64_t Session::TickLocked(FrameEvents* events, std::int64_t start_ns) {
     if (subscriber->Offer(frame)) ready_.push_back(subscriber);
   }
   return clock_->NowNanos();
+}
+
+// ---- Playback -------------------------------------------------------------------------------
+
+absl::Status Session::Play(std::shared_ptr<PlaybackSource> source, std::uint64_t start_ns) {
+  TurnLock lock(this);
+  if (playback_ != nullptr) return absl::FailedPreconditionError("session_id: plays back already");
+  if (world_.vehicle_count() > 0) {
+    return absl::InvalidArgumentError("vehicles: a playback's session starts with none");
+  }
+  if (source == nullptr || source->frame_count() == 0) {
+    return absl::InvalidArgumentError("recording_id: the recording holds no frames");
+  }
+  playback_ = std::move(source);
+  if (absl::Status shown = PlaybackMoveLocked(start_ns); !shown.ok()) {
+    playback_.reset();
+    return shown;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PlaybackPosition> Session::Seek(std::uint64_t position_ns) {
+  AfterUnlock after;
+  PlaybackPosition position;
+  {
+    TurnLock lock(this);
+    RETURN_IF_ERROR(CheckOpenLocked());
+    if (playback_ == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("session_id: session ", id_, " plays no recording back; only a playback seeks"));
+    }
+    RETURN_IF_ERROR(PlaybackMoveLocked(position_ns));
+    // Every subscriber gets the new frame, as after a reset: the frames before it are of
+    // another time.
+    for (const std::shared_ptr<Subscriber>& subscriber : subscribers_) {
+      if (subscriber->OfferFirst(playback_frame_)) after.ready.push_back(subscriber);
+    }
+    after.schedule_at = RestartPacingLocked();
+    position = PlaybackLocked();
+  }
+  Finish(std::move(after));
+  return position;
+}
+
+absl::Status Session::PlaybackMoveLocked(std::uint64_t position_ns) {
+  const std::size_t count = playback_->frame_count();
+  position_ns = std::min(position_ns, playback_->TimeOf(count - 1));
+  // The last frame at or before the position: the first after it, less one.
+  std::size_t after = 0;
+  std::size_t span = count;
+  while (span > 0) {
+    const std::size_t half = span / 2;
+    if (playback_->TimeOf(after + half) <= position_ns) {
+      after += half + 1;
+      span -= half + 1;
+    } else {
+      span = half;
+    }
+  }
+  const std::size_t index = after == 0 ? 0 : after - 1;
+  if (playback_frame_ == nullptr || index != playback_index_) {
+    ASSIGN_OR_RETURN(playback_frame_, playback_->FrameAt(index));
+    playback_index_ = index;
+  }
+  playback_base_ns_ = position_ns;
+  playback_base_tick_ = world_.tick();
+  return absl::OkStatus();
+}
+
+std::uint64_t Session::PlaybackPositionNsLocked() const {
+  const double since_ns = static_cast<double>(world_.tick() - playback_base_tick_) *
+                          world_.params().dt_s * 1e9;
+  const std::uint64_t duration_ns = playback_->TimeOf(playback_->frame_count() - 1);
+  if (!(since_ns < static_cast<double>(duration_ns - playback_base_ns_))) return duration_ns;
+  return playback_base_ns_ + static_cast<std::uint64_t>(since_ns);
+}
+
+void Session::PlaybackTickLocked() {
+  transitions_.clear();
+  world_.Step(&transitions_);  // The clock: a world of obstacles alone, which never move.
+  const std::uint64_t position_ns = PlaybackPositionNsLocked();
+  std::size_t index = playback_index_;
+  while (index + 1 < playback_->frame_count() && playback_->TimeOf(index + 1) <= position_ns) {
+    ++index;
+  }
+  if (index + 1 == playback_->frame_count() && position_ns >= playback_->TimeOf(index) &&
+      clock_settings_.mode == ClockMode::kRealtime) {
+    clock_settings_.paused = true;  // The end: it stops there, as a player does.
+  }
+  if (index == playback_index_) return;
+  absl::StatusOr<std::shared_ptr<const Frame>> frame = playback_->FrameAt(index);
+  if (!frame.ok()) throw PlaybackFailure(frame.status());
+  playback_frame_ = *std::move(frame);
+  playback_index_ = index;
+  for (const std::shared_ptr<Subscriber>& subscriber : subscribers_) {
+    if (!subscriber->Wants(playback_frame_->time.tick)) continue;
+    if (subscriber->Offer(playback_frame_)) ready_.push_back(subscriber);
+  }
+}
+
+bool Session::IsPlayback() const {
+  TurnLock lock(this);
+  return playback_ != nullptr;
+}
+
+PlaybackPosition Session::PlaybackLocked() const {
+  return {.recording = playback_->name(),
+          .position_ns = PlaybackPositionNsLocked(),
+          .duration_ns = playback_->TimeOf(playback_->frame_count() - 1),
+          .frame = playback_index_,
+          .frame_count = playback_->frame_count()};
 }
 
 void Session::TakeReadyLocked(AfterUnlock& after) {
@@ -735,6 +880,10 @@ absl::StatusOr<bool> Session::AttachController(sim::VehicleId vehicle,
   {
     TurnLock lock(this);
     RETURN_IF_ERROR(CheckOpenLocked());
+    if (playback_ != nullptr) {  // Refused as the command would be, before it is looked up.
+      RETURN_IF_ERROR(CheckCommandLocked(
+          AttachControllerCommand{.vehicle_id = vehicle}));
+    }
     if (!world_.Contains(vehicle)) {
       return absl::NotFoundError(
           absl::StrCat("vehicle_id: no vehicle ", vehicle, " in session ", id_));
@@ -909,7 +1058,7 @@ void Session::RemoveObserver(const CommandObserver* observer) {
 
 std::pair<std::shared_ptr<const Frame>, std::uint64_t> Session::CurrentFrameAndHash() const {
   TurnLock lock(this);
-  return {MakeFrameLocked(), world_.StateHash()};
+  return {MakeFrameLocked(), playback_ != nullptr ? 0 : world_.StateHash()};
 }
 
 std::shared_ptr<const Frame> Session::CurrentFrame() const {
@@ -919,7 +1068,8 @@ std::shared_ptr<const Frame> Session::CurrentFrame() const {
 
 Session::Counts Session::counts() const {
   TurnLock lock(this);
-  return {.vehicles = world_.vehicle_count(),
+  return {.vehicles = playback_ != nullptr ? playback_frame_->vehicles.size()
+                                           : world_.vehicle_count(),
           .obstacles = world_.obstacles().size(),
           .contacts = world_.contacts().size(),
           .subscribers = subscribers_.size(),
@@ -946,6 +1096,10 @@ SessionDescription Session::Describe(bool with_vehicles) const {
       .vehicle_count = world_.vehicle_count(),
       .obstacle_count = world_.obstacles().size(),
   };
+  if (playback_ != nullptr) {
+    description.vehicle_count = playback_frame_->vehicles.size();
+    description.playback = PlaybackLocked();
+  }
   description.config.clock = clock_settings_;
   if (!lateness_histogram_.empty()) {
     std::uint64_t measured = 0;
@@ -964,7 +1118,8 @@ SessionDescription Session::Describe(bool with_vehicles) const {
     description.clock_stats.lateness_p99_ms = percentile(0.99);
   }
   if (with_vehicles) {
-    description.vehicles = world_.DescribeVehicles();
+    description.vehicles = playback_ != nullptr ? playback_->Describe(*playback_frame_)
+                                                : world_.DescribeVehicles();
     description.obstacles = world_.obstacles();
   }
   return description;
@@ -973,7 +1128,17 @@ SessionDescription Session::Describe(bool with_vehicles) const {
 absl::Status Session::CheckVehicle(sim::VehicleId vehicle) const {
   TurnLock lock(this);
   RETURN_IF_ERROR(CheckOpenLocked());
-  if (world_.Contains(vehicle)) return absl::OkStatus();
+  if (playback_ != nullptr) {
+    const std::vector<sim::VehicleSnapshot>& shown = playback_frame_->vehicles;
+    const auto it = std::lower_bound(
+        shown.begin(), shown.end(), vehicle,
+        [](const sim::VehicleSnapshot& snapshot, sim::VehicleId id) { return snapshot.id < id; });
+    if (it != shown.end() && it->id == vehicle) {
+      return absl::OkStatus();
+    }
+  } else if (world_.Contains(vehicle)) {
+    return absl::OkStatus();
+  }
   return absl::NotFoundError(absl::StrCat("vehicle_id: no vehicle ", vehicle, " in session ", id_));
 }
 
@@ -984,7 +1149,7 @@ SimTime Session::Now() const {
 
 std::uint64_t Session::StateHash() const {
   TurnLock lock(this);
-  return world_.StateHash();
+  return playback_ != nullptr ? 0 : world_.StateHash();
 }
 
 void Session::Touch() {
@@ -1039,10 +1204,12 @@ Session::TurnLock::~TurnLock() {
 }
 
 SimTime Session::NowLocked() const {
+  if (playback_ != nullptr) return playback_frame_->time;
   return SimTime{.tick = world_.tick(), .sim_time_s = world_.sim_time_s()};
 }
 
 std::shared_ptr<const Frame> Session::MakeFrameLocked() const {
+  if (playback_ != nullptr) return playback_frame_;
   auto frame = std::make_shared<Frame>();
   frame->time = NowLocked();
   frame->run = run_;

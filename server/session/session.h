@@ -26,6 +26,7 @@
 #include "absl/types/span.h"
 #include "server/session/command.h"
 #include "server/session/frame.h"
+#include "server/session/playback.h"
 #include "server/session/scheduler.h"
 #include "server/session/session_metrics.h"
 #include "server/session/subscriber.h"
@@ -177,6 +178,7 @@ struct SessionDescription {
   std::vector<sim::VehicleDescription> vehicles;  // Only when asked for.
   std::size_t obstacle_count = 0;
   std::vector<sim::Obstacle> obstacles;           // Only when asked for.
+  std::optional<PlaybackPosition> playback;       // A playback's (Session::Play).
 };
 
 // Session::StartStep's options beyond the Step itself.
@@ -224,6 +226,20 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
 
   // Starts the clock if it is paced (REALTIME or BARRIER, not paused).
   void Start();
+
+  // Makes this session play `source` back (playback.h), from `start_ns` since the
+  // recording's start (clamped to its last frame); before Start, once. From then on it
+  // refuses every command that would change its world (FailedPrecondition, "session_id")
+  // except the clock's, Reset (back to the first frame) and Step (on by ticks); its frames,
+  // Now and Describe are the recording's; its StateHash is 0. InvalidArgument for a session
+  // with vehicles; the source's error for a first frame it cannot give.
+  absl::Status Play(std::shared_ptr<PlaybackSource> source, std::uint64_t start_ns = 0);
+  // A playback: moves to `position_ns` since the recording's start (clamped to its last
+  // frame) and shows that frame to every subscriber as a first frame (as after a reset); the
+  // clock keeps its mode, paced from here. FailedPrecondition ("session_id") if the session
+  // is no playback; NotFound if it is closed.
+  absl::StatusOr<PlaybackPosition> Seek(std::uint64_t position_ns);
+  bool IsPlayback() const;
 
   // The door, for replays: applies a command as it was recorded (see Replay). Errors as the
   // typed methods below. A StepCommand steps synchronously; controllers' commands change only
@@ -451,6 +467,15 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   void AddSubscriberLocked(std::shared_ptr<Subscriber> subscriber, AfterUnlock& after)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<const Frame> MakeFrameLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A playback's tick (see TickLocked): the world's clock moves on, and the frame at the new
+  // position is offered if it is another one.
+  void PlaybackTickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A playback: where it is at the world's tick now.
+  std::uint64_t PlaybackPositionNsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A playback: shows the frame at `position_ns` (clamped to the last frame's time) from the
+  // world's tick now on. The source's error if it cannot give that frame (nothing changes).
+  absl::Status PlaybackMoveLocked(std::uint64_t position_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  PlaybackPosition PlaybackLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckOpenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string id_;
@@ -516,6 +541,13 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // Subscribers offered a frame whose transports are still to be told (see Finish).
   std::vector<std::shared_ptr<Subscriber>> ready_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<CommandObserver>> observers_ ABSL_GUARDED_BY(mu_);
+  // A playback's (Play): its recording, and its position: playback_base_ns_ at the world's
+  // tick playback_base_tick_, on by the world's dt every tick; the frame shown and its index.
+  std::shared_ptr<PlaybackSource> playback_ ABSL_GUARDED_BY(mu_);
+  std::uint64_t playback_base_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  std::uint64_t playback_base_tick_ ABSL_GUARDED_BY(mu_) = 0;
+  std::size_t playback_index_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<const Frame> playback_frame_ ABSL_GUARDED_BY(mu_);
   // What runs left for AfterRun (see RunScheduled).
   absl::Mutex deferred_mu_;
   std::vector<AfterUnlock> deferred_ ABSL_GUARDED_BY(deferred_mu_);

@@ -130,7 +130,19 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
   ASSIGN_OR_RETURN(sim::World world, BuildWorld(config, request.first_ids));
   ASSIGN_OR_RETURN(std::string id, NewSessionId(limits_.replica));
 
-  std::shared_ptr<Session> session;
+  // When the last holder lets go, the allocator hands the freed pages back to the system: a
+  // big session's memory must not stay with the process after it is deleted.
+  std::shared_ptr<Session> session(
+      new Session(id, std::move(config), std::move(world), limits_.max_ticks_per_step,
+                  scheduler_, limits_.clock_limits, metrics_),
+      [](Session* gone) {
+        delete gone;
+        malloc_trim(0);
+      });
+  // A playback is one before anyone can find it (and spawn into it).
+  if (request.playback != nullptr) {
+    RETURN_IF_ERROR(session->Play(request.playback, request.playback_start_ns));
+  }
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return absl::UnavailableError("the server is shutting down");
@@ -139,15 +151,6 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
           absl::StrCat("sessions: the server holds its maximum of ", limits_.max_sessions,
                        " sessions (--max_sessions); delete one first"));
     }
-    // When the last holder lets go, the allocator hands the freed pages back to the system:
-    // a big session's memory must not stay with the process after it is deleted.
-    session = std::shared_ptr<Session>(
-        new Session(id, std::move(config), std::move(world), limits_.max_ticks_per_step,
-                    scheduler_, limits_.clock_limits, metrics_),
-        [](Session* gone) {
-          delete gone;
-          malloc_trim(0);
-        });
     // 128 random bits: two equal ids would take about 2^64 sessions.
     [[maybe_unused]] const bool inserted = sessions_.emplace(std::move(id), session).second;
     ABSL_ASSERT(inserted);

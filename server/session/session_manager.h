@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "server/session/playback.h"
 #include "server/session/session.h"
 #include "server/util/metrics.h"
 
@@ -55,6 +56,10 @@ struct SessionRequest {
   // (unset: the server's; at most the server's).
   sim::IdCounters first_ids;
   std::optional<std::uint32_t> max_contacts;
+  // A playback's (PlayRecording): the recording it shows (Session::Play), from this time
+  // since the recording's start, ns. `vehicles` must be empty.
+  std::shared_ptr<PlaybackSource> playback;
+  std::uint64_t playback_start_ns = 0;
 };
 
 inline constexpr double kDefaultTickRate_hz = 50.0;

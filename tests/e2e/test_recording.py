@@ -617,3 +617,167 @@ def test_the_asyncio_client_records_and_fetches(tmp_path):
     assert size == done.bytes == fetched.stat().st_size and listed == [done.recording_id]
     assert pitlane.read_recording(str(fetched)).hashes["tick"][-1] == 100
     assert not (tmp_path / "recordings" / f"{done.recording_id}.mcap").exists()
+
+
+def record_demo(client, seconds):
+    """Records `seconds` of the demo scenario (LOCKSTEP, telemetry at 10 Hz) and stops; returns
+    (session id, stopped recording, the frames the session showed at each recorded tick)."""
+    sid = client.create_session(scenario="demo", clock_mode="lockstep").session_id
+    recording = client.start_recording(sid)
+    shown = {0: client.get_state(sid)}
+    for _ in range(int(seconds * 10)):
+        client.step(sid, 5)
+        state = client.get_state(sid)
+        shown[state.time.tick] = state
+    return sid, client.stop_recording(recording.recording_id), shown
+
+
+def poses(state):
+    return {v.vehicle_id: (v.x_m, v.y_m) for v in state.vehicles}
+
+
+def assert_same_poses(played, live):
+    """The recording keeps positions to the millimetre."""
+    assert played.keys() == live.keys()
+    for vehicle, (x, y) in live.items():
+        assert played[vehicle][0] == pytest.approx(x, abs=0.0006), vehicle
+        assert played[vehicle][1] == pytest.approx(y, abs=0.0006), vehicle
+
+
+def test_a_recording_plays_back_into_a_read_only_session(tmp_path):
+    with running_server(*record_dir_flags(tmp_path)) as server:
+        client = pitlane.Client(server.address)
+        sid, recording, shown = record_demo(client, 20.0)
+        assert recording.state == pitlane.pb.RECORDING_STATE_COMPLETE
+        # LOCKSTEP: moved by Steps of the recorded rate (50 Hz; a frame every 5 ticks).
+        played = client.play_recording(recording.recording_id, clock_mode="lockstep",
+                                       start_time_s=5.0)
+        pid = played.session_id
+        assert pid != sid
+        assert played.playback.recording_id == recording.recording_id
+        assert played.playback.position_s == pytest.approx(5.0)
+        assert played.playback.duration_s == pytest.approx(20.0)
+        assert played.playback.frame_count == 201
+        assert played.playback.frame == 50
+        assert played.time.tick == 250  # The recorded session's tick at 5 s.
+        assert played.config.tick_rate_hz == 50.0
+        assert played.config.name == f"playback of {recording.recording_id}"
+        assert played.vehicle_count == 7
+        assert_same_poses(poses(client.get_state(pid)), poses(shown[250]))
+        described = client.get_session(pid)
+        assert {v.vehicle_id for v in described.vehicles} == set(range(1, 8))
+        assert described.playback.frame == 50
+        # StreamStates sees the frames as they come, each once, at their recorded ticks.
+        stream = client.stream_states(pid)
+        first = next(stream)
+        assert first.state.time.tick == 250
+        ticks = []
+        for _ in range(4):  # 40 ms, then 60 ms: a new frame every 100 ms of recording.
+            client.step(pid, 2)
+            client.step(pid, 3)
+            ticks.append(next(stream).state.time.tick)
+        assert ticks == [255, 260, 265, 270]
+        stream.cancel()
+        assert_same_poses(poses(client.get_state(pid)), poses(shown[270]))
+        # Seek: back and forth; past the end, the last frame.
+        sought = client.seek_playback(pid, 12.34)
+        assert sought.playback.frame == 123 and sought.time.tick == 615
+        assert_same_poses(poses(client.get_state(pid)), poses(shown[615]))
+        end = client.seek_playback(pid, 1e6)
+        assert end.playback.frame == 200 and end.playback.position_s == pytest.approx(20.0)
+        with pytest.raises(grpc.RpcError) as at_end:
+            client.step(pid, 1)
+        assert at_end.value.code() == grpc.StatusCode.OUT_OF_RANGE
+        assert "end of recording" in at_end.value.details()
+        # Reset: back to its first frame.
+        reset = client.reset_session(pid)
+        assert reset.time.tick == 0
+        assert client.get_session(pid).playback.frame == 0
+        # Nothing changes its world.
+        for call in (lambda: client.spawn_vehicles(pid, [pitlane.vehicle_spec()]),
+                     lambda: client.remove_vehicle(pid, 1),
+                     lambda: client.set_controls(pid, [pitlane.control(1)]),
+                     lambda: client.start_recording(pid),
+                     lambda: client.set_clock(pid, clock_mode="barrier")):
+            with pytest.raises(grpc.RpcError) as refused:
+                call()
+            assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert client.get_session(pid).vehicle_count == 7
+        # A live session does not seek.
+        with pytest.raises(grpc.RpcError) as live:
+            client.seek_playback(sid, 1.0)
+        assert live.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "plays no recording back" in live.value.details()
+
+        # REALTIME at 20x: 20 s of recording in about a second, seen through StreamStates, and
+        # paused by itself at the end.
+        fast = client.play_recording(recording.recording_id, real_time_factor=20.0)
+        seen = []
+        for message in client.stream_states(fast.session_id, timeout_s=60):
+            seen.append(message.state.time.tick)
+            if message.state.time.tick == 1000:
+                break
+        assert seen[0] <= 10 and seen[-1] == 1000
+        assert seen == sorted(seen) and len(seen) > 20
+        assert all(tick % 5 == 0 for tick in seen)
+        for _ in range(100):
+            info = client.get_session(fast.session_id)
+            if info.config.paused:
+                break
+            time.sleep(0.05)
+        assert info.config.paused and info.playback.frame == 200
+        client.seek_playback(fast.session_id, 0.0)
+        client.set_clock(fast.session_id, paused=False)
+
+
+@pytest.mark.parametrize("request_fields, field", [
+    ({"start_time_s": -1.0}, "start_time_s"),
+    ({"start_time_s": float("nan")}, "start_time_s"),
+    ({"clock_mode": pitlane.pb.CLOCK_MODE_BARRIER}, "clock_mode"),
+    ({"real_time_factor": -2.0}, "real_time_factor"),
+    ({"name": "x" * 200}, "name"),
+])
+def test_play_recording_errors_name_their_field(tmp_path, request_fields, field):
+    with running_server(*record_dir_flags(tmp_path)) as server:
+        client = pitlane.Client(server.address)
+        _, recording, _ = record_demo(client, 0.5)
+        request = pitlane.pb.PlayRecordingRequest(recording_id=recording.recording_id,
+                                                  **request_fields)
+        with pytest.raises(grpc.RpcError) as error:
+            client.stub.PlayRecording(request, timeout=30)
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert field in error.value.details()
+        assert len(client.list_sessions()) == 1  # Nothing was made.
+
+
+def test_who_may_play_a_recording_back(tmp_path):
+    (tmp_path / "recordings").mkdir()
+    with running_token_server(tmp_path, *record_dir_flags(tmp_path / "recordings")) as (
+            server, admin, _):
+        as_admin = pitlane.Client(server.address, token=admin)
+        sid = as_admin.create_session(name="a").session_id
+        as_owner = pitlane.Client(server.address, token=as_admin.owner_tokens[sid][0])
+        viewer, _ = as_owner.mint_token(sid, "viewer")
+        recording = as_owner.start_recording(sid)
+        as_owner.step(sid, 10)
+        with pytest.raises(grpc.RpcError) as running:
+            as_owner.play_recording(recording.recording_id)
+        assert running.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        as_owner.stop_recording(recording.recording_id)
+        # A viewer token may not make sessions; another team does not see the recording.
+        with pytest.raises(grpc.RpcError) as denied:
+            pitlane.Client(server.address, token=viewer).play_recording(recording.recording_id)
+        assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        other = as_admin.create_session(name="b").session_id
+        as_other = pitlane.Client(server.address, token=as_admin.owner_tokens[other][0])
+        with pytest.raises(grpc.RpcError) as hidden:
+            as_other.play_recording(recording.recording_id)
+        assert hidden.value.code() == grpc.StatusCode.NOT_FOUND
+        # The owner plays it, gets the playback's owner token, and seeks with it.
+        played = as_owner.play_recording(recording.recording_id, clock_mode="lockstep")
+        assert played.session_id in as_owner.owner_tokens
+        assert as_owner.seek_playback(played.session_id, 0.1).playback.frame >= 0
+        # Another owner may not seek it.
+        with pytest.raises(grpc.RpcError) as not_theirs:
+            as_other.seek_playback(played.session_id, 0.0)
+        assert not_theirs.value.code() == grpc.StatusCode.NOT_FOUND

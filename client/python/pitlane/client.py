@@ -746,15 +746,17 @@ class _Api:
             config.tick_rate_hz = tick_rate_hz
         if max_vehicles is not None:
             config.max_vehicles = max_vehicles
-        def created(response):
-            if response.owner_token:
-                self.owner_tokens[response.session.session_id] = (
-                    response.owner_token,
-                    response.owner_token_id,
-                )
-            return response.session
+        return self._unary("CreateSession", pb.CreateSessionRequest(config=config),
+                           self._owned_session)
 
-        return self._unary("CreateSession", pb.CreateSessionRequest(config=config), created)
+    def _owned_session(self, response) -> pb.SessionInfo:
+        """The session of a response that made one; its owner token (if any) kept for it."""
+        if response.owner_token:
+            self.owner_tokens[response.session.session_id] = (
+                response.owner_token,
+                response.owner_token_id,
+            )
+        return response.session
 
     def set_clock(
         self,
@@ -934,6 +936,43 @@ class _Api:
         state hash with the recording's: ``matched``, or the first ``divergence``."""
         return self._unary(
             "ReplayRecording", pb.ReplayRecordingRequest(recording_id=recording_id))
+
+    def play_recording(
+        self,
+        recording_id: str,
+        *,
+        start_time_s: float = 0.0,
+        clock_mode: str = "realtime",
+        real_time_factor: Optional[float] = None,
+        paused: bool = False,
+        name: str = "",
+    ) -> pb.SessionInfo:
+        """Plays a recording back into a new read-only session (yours): the viewer, Foxglove and
+        ``stream_states`` watch it like a live one. Returns the session; its ``playback`` says
+        which recording and where it is.
+
+        Args:
+            recording_id: The recording (a stopped one).
+            start_time_s: Where to start, seconds since the recording's start.
+            clock_mode: "realtime" (plays on its own, at ``real_time_factor``) or "lockstep"
+                (moves only by ``step``, ticks of the recorded rate).
+            real_time_factor: Recorded seconds per wall-clock second; None: 1.
+            paused: Start paused (``set_clock(sid, paused=False)`` plays).
+            name: The session's label; default "playback of <recording_id>".
+        """
+        request = pb.PlayRecordingRequest(recording_id=recording_id, start_time_s=start_time_s,
+                                          clock_mode=_clock_mode(clock_mode), paused=paused,
+                                          name=name)
+        if real_time_factor is not None:
+            request.real_time_factor = real_time_factor
+
+        return self._unary("PlayRecording", request, self._owned_session)
+
+    def seek_playback(self, session_id: str, time_s: float) -> pb.SeekPlaybackResponse:
+        """Moves a playback to ``time_s`` seconds since its recording's start (beyond its end:
+        its last frame); every watcher gets that frame. Its clock keeps its mode and pause."""
+        return self._unary("SeekPlayback",
+                           pb.SeekPlaybackRequest(session_id=session_id, time_s=time_s))
 
     def delete_recording(self, recording_id: str) -> int:
         """Deletes a stopped recording's file; returns the bytes freed."""
