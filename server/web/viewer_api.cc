@@ -2,6 +2,7 @@
 
 #include <civetweb.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -51,7 +52,34 @@ void AppendSession(const session::Session& session, bool may_control, std::strin
   json::AppendInteger(static_cast<std::uint64_t>(session.max_ticks_per_step()), out);
   out->append(",\"may_control\":");
   out->append(may_control ? "true" : "false");
+  if (description.playback.has_value()) {
+    const session::PlaybackPosition& playback = *description.playback;
+    out->append(",\"playback\":{\"recording_id\":");
+    json::AppendString(playback.recording, out);
+    out->append(",\"position_s\":");
+    json::AppendNumber(static_cast<double>(playback.position_ns) * 1e-9, out);
+    out->append(",\"duration_s\":");
+    json::AppendNumber(static_cast<double>(playback.duration_ns) * 1e-9, out);
+    out->append(",\"frame\":");
+    json::AppendInteger(static_cast<std::uint64_t>(playback.frame), out);
+    out->append(",\"frame_count\":");
+    json::AppendInteger(static_cast<std::uint64_t>(playback.frame_count), out);
+    out->push_back('}');
+  }
   out->push_back('}');
+}
+
+// A query parameter that must be a finite number in [min, max]: InvalidArgument naming it.
+absl::StatusOr<double> NumberParameter(const RequestQuery& query, absl::string_view name,
+                                       double min, double max) {
+  const std::optional<absl::string_view> text = query.Get(name);
+  double value = 0.0;
+  if (!text.has_value() || !absl::SimpleAtod(*text, &value) || !std::isfinite(value) ||
+      value < min || value > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": must be a number in [", min, ", ", max, "]"));
+  }
+  return value;
 }
 
 }  // namespace
@@ -94,9 +122,10 @@ int ViewerApi::Serve(mg_connection* connection) {
   if (parts.size() != 2) return RespondError(connection, absl::NotFoundError("path: no such API"));
   const absl::string_view id = parts[0];
   const absl::string_view action = parts[1];
-  if (action != "pause" && action != "resume" && action != "step" && action != "reset") {
-    return RespondError(connection,
-                        absl::NotFoundError("action: one of pause, resume, step, reset"));
+  if (action != "pause" && action != "resume" && action != "step" && action != "reset" &&
+      action != "speed" && action != "seek") {
+    return RespondError(connection, absl::NotFoundError(
+                                        "action: one of pause, resume, step, reset, speed, seek"));
   }
   if (method != "POST") {
     return RespondJson(connection, 405, "Method Not Allowed",
@@ -120,13 +149,30 @@ int ViewerApi::Serve(mg_connection* connection) {
   const std::string peer = PeerOf(*request);
   std::vector<std::pair<std::string, std::string>> fields = {{"by", who},
                                                              {"session", session->id()}};
-  if (action == "pause" || action == "resume") {
+  if (action == "pause" || action == "resume" || action == "speed") {
     session::ClockUpdate update;
-    update.paused = action == "pause";
+    if (action == "speed") {
+      // 0: as fast as the workers can.
+      absl::StatusOr<double> factor = NumberParameter(query, "real_time_factor", 0.0,
+                                                      session::kMaxRealTimeFactor);
+      if (!factor.ok()) return RespondError(connection, factor.status());
+      update.real_time_factor = *factor;
+    } else {
+      update.paused = action == "pause";
+    }
     absl::StatusOr<session::ClockSettings> clock = session->SetClock(update);
     if (!clock.ok()) return RespondError(connection, clock.status());
     fields.emplace_back("paused", clock->paused ? "true" : "false");
+    fields.emplace_back("real_time_factor", absl::StrCat(clock->real_time_factor));
     if (options_.audit) options_.audit(peer, "clock.set", fields);
+  } else if (action == "seek") {
+    absl::StatusOr<double> time_s = NumberParameter(query, "time_s", 0.0, 1e9);
+    if (!time_s.ok()) return RespondError(connection, time_s.status());
+    absl::StatusOr<session::PlaybackPosition> position =
+        session->Seek(static_cast<std::uint64_t>(*time_s * 1e9));
+    if (!position.ok()) return RespondError(connection, position.status());
+    fields.emplace_back("time_s", absl::StrCat(*time_s));
+    if (options_.audit) options_.audit(peer, "playback.seek", fields);
   } else if (action == "reset") {
     absl::StatusOr<std::shared_ptr<const session::Frame>> frame = session->Reset();
     if (!frame.ok()) return RespondError(connection, frame.status());

@@ -128,6 +128,64 @@ def test_buttons_pause_step_and_resume_the_session():
     assert 'action=session.reset' in output
 
 
+def test_a_recording_played_back_in_the_viewer(tmp_path):
+    with running_server(HTTP, f"--record_dir={tmp_path}") as server, \
+            pitlane.Client(server.address) as client, Browser() as browser:
+        sid = client.create_session(scenario="demo", clock_mode="lockstep").session_id
+        recording = client.start_recording(sid)
+        live = {0: client.get_state(sid)}
+        for _ in range(100):  # 10 s.
+            client.step(sid, 5)
+            state = client.get_state(sid)
+            live[state.time.tick] = state
+        client.stop_recording(recording.recording_id)
+        played = client.play_recording(recording.recording_id, start_time_s=4.0, paused=True)
+        pid = played.session_id
+        browser.open(f"http://{server.http_address()}/?session={pid}")
+        browser.wait_for("window.pitlane && pitlane.state.frame && pitlane.state.frame.tick === 200"
+                         " && pitlane.state.session && pitlane.state.session.playback")
+        assert not browser.eval("document.getElementById('playback').classList.contains('hidden')")
+        assert browser.eval("document.getElementById('seek').max") == "10"
+        assert "4.0 / 10.0 s" in browser.eval("document.getElementById('position').innerText")
+        assert "playback (paused)" in browser.eval("document.getElementById('clock').innerText")
+
+        def assert_drawn_as_recorded(tick):
+            drawn = {v["id"]: v for v in browser.eval("pitlane.vehicles()")}
+            recorded = {v.vehicle_id: v for v in live[tick].vehicles}
+            assert sorted(drawn) == sorted(recorded)
+            for vehicle_id, vehicle in recorded.items():
+                # Recorded to the millimetre, sent as float32.
+                assert abs(drawn[vehicle_id]["x"] - vehicle.x_m) <= 0.0006 + 1e-5 * abs(vehicle.x_m)
+                assert abs(drawn[vehicle_id]["y"] - vehicle.y_m) <= 0.0006 + 1e-5 * abs(vehicle.y_m)
+
+        assert_drawn_as_recorded(200)
+        browser.screenshot("viewer-playback.png")
+        # The slider seeks: the session and the picture jump to 7.5 s (the frame of 7.5 s, tick 375).
+        browser.eval("""(() => { const seek = document.getElementById('seek');
+            seek.value = '7.5'; seek.dispatchEvent(new Event('input'));
+            seek.dispatchEvent(new Event('change')); })()""")
+        browser.wait_for("pitlane.state.frame.tick === 375")
+        assert client.get_session(pid).playback.frame == 75
+        assert_drawn_as_recorded(375)
+        # Speed and play: to the end at 4x, where it pauses by itself.
+        browser.eval("""(() => { const speed = document.getElementById('speed');
+            speed.value = '4'; speed.dispatchEvent(new Event('change')); })()""")
+        browser.wait_for("pitlane.state.session.real_time_factor === 4")
+        browser.call(op="clickSelector", selector="#resume")
+        browser.wait_for("pitlane.state.frame.tick === 500", timeout_ms=20000)
+        assert_drawn_as_recorded(500)
+        for _ in range(100):
+            info = client.get_session(pid)
+            if info.config.paused:
+                break
+            time.sleep(0.05)
+        assert info.config.paused and info.config.real_time_factor == 4.0
+        browser.wait_for("pitlane.state.session.paused === true", timeout_ms=5000)
+        assert "10.0 / 10.0 s" in browser.eval("document.getElementById('position').innerText")
+    output = "\n".join(server.output)
+    assert "action=playback.seek" in output
+
+
 def test_a_viewer_token_sees_only_its_session_and_may_not_change_it(tmp_path):
     admin = new_token()
     (tmp_path / "admin.token").write_text(admin)
@@ -190,6 +248,13 @@ def test_the_api_names_what_is_wrong():
             (f"/api/sessions/{demo}/step", "POST", 409, "Step needs LOCKSTEP or a paused clock"),
             (f"/api/sessions/{lockstep}/step?ticks=0", "POST", 400, "ticks: must be an integer in [1, 10000]"),
             (f"/api/sessions/{lockstep}/step?ticks=x", "POST", 400, "ticks: must be an integer"),
+            (f"/api/sessions/{demo}/jump", "POST", 404, "speed, seek"),
+            (f"/api/sessions/{demo}/speed", "POST", 400, "real_time_factor: must be a number"),
+            (f"/api/sessions/{demo}/speed?real_time_factor=-1", "POST", 400, "real_time_factor"),
+            (f"/api/sessions/{demo}/speed?real_time_factor=1e-9", "POST", 400, "real_time_factor"),
+            (f"/api/sessions/{demo}/seek?time_s=nan", "POST", 400, "time_s: must be a number"),
+            (f"/api/sessions/{demo}/seek?time_s=-2", "POST", 400, "time_s: must be a number"),
+            (f"/api/sessions/{demo}/seek?time_s=2", "POST", 409, "plays no recording back"),
         ]:
             got, body = api(base, path, method)
             assert (got, message in body.get("error", "")) == (code, True), (path, got, body)

@@ -55,6 +55,7 @@
     lastDrawMs: 0,
     connected: false,
     apiError: "",
+    seeking: false,         // The playback slider is held.
   };
 
   const $ = (id) => document.getElementById(id);
@@ -611,20 +612,44 @@
 
   // ---- Panels and controls -----------------------------------------------------------
 
+  // A playback's position, seconds: where the session said it was, moved on by the recorded
+  // time of the frames shown since.
+  function playbackPosition() {
+    const s = state.session;
+    const p = s && s.playback;
+    if (!p) return 0;
+    const f = state.frame;
+    const moved = f ? f.simTime - s.sim_time_s : 0;
+    return Math.min(p.duration_s, Math.max(0, p.position_s + moved));
+  }
+
   function updateClock() {
     const s = state.session;
     const f = state.frame;
     if (!s) { $("clock").textContent = "no session"; return; }
     const tick = f ? f.tick : s.tick;
     const time = f ? f.simTime : s.sim_time_s;
-    const mode = s.clock_mode + (s.paused ? " (paused)" : "");
+    const mode = (s.playback ? "playback" : s.clock_mode) + (s.paused ? " (paused)" : "");
     const rtf = s.clock_mode === "realtime" ? ` · ×${s.real_time_factor || "max"}` : "";
     $("clock").textContent = `tick ${tick} · ${time.toFixed(2)} s · ${mode}${rtf}`;
+    const p = s.playback;
+    if (p) {
+      const position = playbackPosition();
+      $("position").textContent = `${position.toFixed(1)} / ${p.duration_s.toFixed(1)} s`;
+      if (!state.seeking) $("seek").value = String(position);
+    }
   }
 
   function updateControls() {
     const s = state.session;
     $("controls").classList.toggle("hidden", !s || !s.may_control);
+    const p = s && s.playback;
+    $("playback").classList.toggle("hidden", !p || !s.may_control);
+    if (p) {
+      $("seek").max = String(p.duration_s);
+      const speed = String(s.real_time_factor);
+      if ([...$("speed").options].some((o) => o.value === speed)) $("speed").value = speed;
+    }
     if (s) {
       $("pause").disabled = s.clock_mode === "lockstep" || s.paused;
       $("resume").disabled = s.clock_mode === "lockstep" || !s.paused;
@@ -791,6 +816,13 @@
   $("resume").addEventListener("click", () => control("resume"));
   $("step").addEventListener("click", () => control("step", `?ticks=${Math.max(1, Number($("ticks").value) || 1)}`));
   $("reset").addEventListener("click", () => control("reset"));
+  // Seeking: the slider follows the playback except while it is held.
+  $("seek").addEventListener("input", () => { state.seeking = true; });
+  $("seek").addEventListener("change", async (event) => {
+    await control("seek", `?time_s=${Number(event.target.value)}`);
+    state.seeking = false;
+  });
+  $("speed").addEventListener("change", (event) => control("speed", `?real_time_factor=${event.target.value}`));
   $("layout").addEventListener("click", layoutLink);
 
   // ---- For tests and the curious ---------------------------------------------------------
