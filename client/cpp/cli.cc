@@ -25,6 +25,11 @@
 //   recordings                   the recordings: id, session, state, ticks, seconds, bytes
 //   fetch RECORDING [--out=FILE] downloads it (to RECORDING.mcap by default); prints the path
 //   rm-recording RECORDING       deletes a stopped recording's file
+//   play RECORDING [--start_s=S] [--play_speed=X] [--paused] [--clock=lockstep|realtime]
+//                                plays a recording back into a new read-only session; prints
+//                                its id (and its owner token, with tokens)
+//   seek SESSION --time_s=S      moves a playback to S seconds into its recording; prints the
+//                                frame shown and its tick
 //
 // Exit codes: 0 done; 1 the server refused or could not be reached (the message says why);
 // 2 a bad command line.
@@ -75,6 +80,11 @@ ABSL_FLAG(double, foxglove_rate_hz, -1.0,
 ABSL_FLAG(uint64_t, max_mib, 0, "record: size limit, MiB (0: the server's default).");
 ABSL_FLAG(double, max_s, 0.0, "record: duration limit, simulated seconds (0: the server's default).");
 ABSL_FLAG(std::string, out, "", "fetch: where to write the file (default RECORDING.mcap).");
+ABSL_FLAG(double, start_s, 0.0, "play: where to start, seconds into the recording.");
+ABSL_FLAG(double, play_speed, 1.0,
+          "play: recorded seconds per second (0: as fast as the server can).");
+ABSL_FLAG(bool, paused, false, "play: start paused.");
+ABSL_FLAG(double, time_s, -1.0, "seek: where to go, seconds into the recording.");
 
 namespace {
 
@@ -119,6 +129,16 @@ int List(pitlane::Client& client) {
   return 0;
 }
 
+// Prints a new session's id, and with tokens on its owner token (shown only now).
+int PrintNewSession(pitlane::Client& client,
+                    const absl::StatusOr<pitlane::v1::SessionInfo>& session) {
+  if (!session.ok()) return Failed(session.status());
+  std::printf("%s\n", session->session_id().c_str());
+  const std::string owner = client.OwnerToken(session->session_id());
+  if (!owner.empty()) std::printf("owner token: %s\n", owner.c_str());
+  return 0;
+}
+
 int Create(pitlane::Client& client) {
   pitlane::v1::SessionConfig config;
   config.set_name(absl::GetFlag(FLAGS_name));
@@ -132,13 +152,22 @@ int Create(pitlane::Client& client) {
     }
     config.set_clock_mode(mode);
   }
-  absl::StatusOr<pitlane::v1::SessionInfo> session = client.CreateSession(config);
-  if (!session.ok()) return Failed(session.status());
-  std::printf("%s\n", session->session_id().c_str());
-  // With tokens on, the session's owner token: shown only now.
-  const std::string owner = client.OwnerToken(session->session_id());
-  if (!owner.empty()) std::printf("owner token: %s\n", owner.c_str());
-  return 0;
+  return PrintNewSession(client, client.CreateSession(config));
+}
+
+int Play(pitlane::Client& client, const std::string& recording_id) {
+  pitlane::v1::PlayRecordingRequest request;
+  request.set_recording_id(recording_id);
+  request.set_start_time_s(absl::GetFlag(FLAGS_start_s));
+  request.set_real_time_factor(absl::GetFlag(FLAGS_play_speed));
+  request.set_paused(absl::GetFlag(FLAGS_paused));
+  const std::string clock = absl::GetFlag(FLAGS_clock);
+  if (clock == "lockstep") {
+    request.set_clock_mode(pitlane::v1::CLOCK_MODE_LOCKSTEP);
+  } else if (!clock.empty() && clock != "realtime") {
+    return Usage("--clock: a playback is lockstep or realtime, got \"" + clock + "\"");
+  }
+  return PrintNewSession(client, client.PlayRecording(request));
 }
 
 int Spawn(pitlane::Client& client, const std::string& session_id) {
@@ -274,17 +303,18 @@ int main(int argc, char** argv) {
       "Pitlane from the command line.\n"
       "Usage: pitlane [--address=HOST:PORT] [--token_file=FILE] COMMAND [SESSION] [flags]\n"
       "Commands: health, ls, create, rm, reset, spawn, step, watch, token, drive, record, "
-      "stop-recording, recordings, fetch, rm-recording (see client/cpp/cli.cc).");
+      "stop-recording, recordings, fetch, rm-recording, play, seek (see client/cpp/cli.cc).");
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) {
     return Usage(
         "name a command: health, ls, create, rm, reset, spawn, step, watch, token, drive, "
-        "record, stop-recording, recordings, fetch, rm-recording");
+        "record, stop-recording, recordings, fetch, rm-recording, play, seek");
   }
   const std::string command = args[1];
   static const auto* const kCommands = new std::vector<std::string>{
       "health", "ls",     "create", "rm",    "reset",          "spawn",      "step", "watch",
-      "token",  "drive", "record", "stop-recording", "recordings", "fetch", "rm-recording"};
+      "token",  "drive", "record", "stop-recording", "recordings", "fetch", "rm-recording",
+      "play",   "seek"};
   if (std::find(kCommands->begin(), kCommands->end(), command) == kCommands->end()) {
     return Usage("unknown command \"" + command + "\"");
   }
@@ -315,7 +345,8 @@ int main(int argc, char** argv) {
   const bool needs_session = command != "health" && command != "ls" && command != "create" &&
                              command != "recordings";
   const bool on_recording =
-      command == "stop-recording" || command == "fetch" || command == "rm-recording";
+      command == "stop-recording" || command == "fetch" || command == "rm-recording" ||
+      command == "play";
   if (needs_session && args.size() != 3) {
     return Usage(command + (on_recording ? ": name one RECORDING" : ": name one SESSION"));
   }
@@ -378,6 +409,19 @@ int main(int argc, char** argv) {
   if (command == "rm-recording") {
     absl::StatusOr<std::uint64_t> freed = client.DeleteRecording(recording_id);
     return freed.ok() ? 0 : Failed(freed.status());
+  }
+  if (command == "play") return Play(client, recording_id);
+  if (command == "seek") {
+    const double time_s = absl::GetFlag(FLAGS_time_s);
+    if (!(time_s >= 0.0)) return Usage("seek: give --time_s=SECONDS, >= 0");
+    absl::StatusOr<pitlane::v1::SeekPlaybackResponse> sought = client.SeekPlayback(session_id, time_s);
+    if (!sought.ok()) return Failed(sought.status());
+    std::printf("frame %llu of %llu, tick %llu, %.3f s\n",
+                static_cast<unsigned long long>(sought->playback().frame()),
+                static_cast<unsigned long long>(sought->playback().frame_count()),
+                static_cast<unsigned long long>(sought->time().tick()),
+                sought->playback().position_s());
+    return 0;
   }
   return Usage("unknown command \"" + command + "\"");
 }

@@ -548,6 +548,16 @@ def test_recordings_from_the_command_line(tmp_path):
         assert topics["/pitlane/state_hash"]["count"] == 100
         assert topics["/pitlane/states"]["count"] == 11
         assert not any(topic.startswith(f"/{sid}/") for topic in topics)  # No Foxglove channels.
+        # Played back: 11 frames, 0.2 s apart; its owner token shown once.
+        played, owner = ok("play", rid, "--clock=lockstep", "--start_s=1.0")
+        assert played.startswith("s-") and owner.startswith("owner token: plt_")
+        assert ok("seek", played, "--time_s=1.5") == ["frame 7 of 11, tick 70, 1.500 s"]
+        assert ok("step", played, "--ticks=5") == ["80"]
+        bad_seek = cli("seek", played)
+        assert bad_seek.returncode == 2 and "--time_s" in bad_seek.stderr
+        bad_clock = cli("play", rid, "--clock=barrier")
+        assert bad_clock.returncode == 2 and "--clock" in bad_clock.stderr
+        ok("rm", played)
         ok("rm-recording", rid)
         missing = cli("fetch", rid, f"--out={tmp_path / 'again.mcap'}")
         assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr

@@ -127,14 +127,19 @@ bool Client::Prepare(grpc::ClientContext* context, absl::string_view session_id,
 absl::StatusOr<v1::SessionInfo> Client::CreateSession(const v1::SessionConfig& config) {
   v1::CreateSessionRequest request;
   *request.mutable_config() = config;
-  absl::StatusOr<v1::CreateSessionResponse> response =
-      Call(&v1::Simulator::Stub::CreateSession, request);
-  if (!response.ok()) return response.status();
-  if (!response->owner_token().empty()) {
-    absl::MutexLock lock(&mu_);
-    owner_tokens_[response->session().session_id()] = response->owner_token();
-  }
-  return response->session();
+  return KeepOwnerToken(Call(&v1::Simulator::Stub::CreateSession, request));
+}
+
+absl::StatusOr<v1::SessionInfo> Client::PlayRecording(const v1::PlayRecordingRequest& request) {
+  return KeepOwnerToken(Call(&v1::Simulator::Stub::PlayRecording, request));
+}
+
+absl::StatusOr<v1::SeekPlaybackResponse> Client::SeekPlayback(absl::string_view session_id,
+                                                              double time_s) {
+  v1::SeekPlaybackRequest request;
+  request.set_session_id(std::string(session_id));
+  request.set_time_s(time_s);
+  return Call(&v1::Simulator::Stub::SeekPlayback, request);
 }
 
 std::string Client::OwnerToken(absl::string_view session_id) const {

@@ -121,6 +121,11 @@ class Client {
   absl::StatusOr<std::uint64_t> DownloadRecording(absl::string_view recording_id,
                                                   const std::string& path);
   absl::StatusOr<std::uint64_t> DeleteRecording(absl::string_view recording_id);
+  // A recording played back into a new read-only session (its owner token kept, as
+  // CreateSession's); SeekPlayback moves it to `time_s` since the recording's start.
+  absl::StatusOr<v1::SessionInfo> PlayRecording(const v1::PlayRecordingRequest& request);
+  absl::StatusOr<v1::SeekPlaybackResponse> SeekPlayback(absl::string_view session_id,
+                                                        double time_s);
 
   // grpc.health.v1.Health/Check of the whole server: OK when SERVING.
   absl::Status Health();
@@ -150,7 +155,8 @@ class Client {
     }
   }
 
-  // The owner token CreateSession received for `session_id` ("" if none): shown only then.
+  // The owner token CreateSession (or PlayRecording) received for `session_id` ("" if none):
+  // shown only then.
   std::string OwnerToken(absl::string_view session_id) const;
 
   v1::Simulator::Stub& stub() { return *stub_; }
@@ -170,6 +176,17 @@ class Client {
   // it: then true) and the routing header.
   bool Prepare(grpc::ClientContext* context, absl::string_view session_id, bool stream) const;
   void ForgetOwnerToken(absl::string_view session_id);
+  // The session of a response that made one (CreateSession, PlayRecording), its owner token
+  // kept.
+  template <typename Response>
+  absl::StatusOr<v1::SessionInfo> KeepOwnerToken(absl::StatusOr<Response> response) {
+    if (!response.ok()) return response.status();
+    if (!response->owner_token().empty()) {
+      absl::MutexLock lock(&mu_);
+      owner_tokens_[response->session().session_id()] = response->owner_token();
+    }
+    return response->session();
+  }
 
   const ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
