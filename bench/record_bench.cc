@@ -11,7 +11,10 @@
 // /pitlane/states message, and on every `foxglove_every`-th frame (0: none) the protobuf
 // WorldState and the Foxglove JSON channels; MCAP with zstd chunks) into a sink that counts:
 // `vehicle_states` is its throughput, `bytes_per_vehicle_state` what reaches the disk.
+// BM_RecordingOverhead: BM_SessionTick's two variants side by side, by turns in one run
+// (the medians of 400 blocks each, and the time recording adds).
 // BM_StateHash, BM_Frame: the parts of the stepping thread's extra work.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -108,6 +111,21 @@ std::string TempFile(const std::string& name) {
   return path.string();
 }
 
+// A recording of `session` into `path` with the defaults at 50 Hz (telemetry at 10 Hz, the
+// Foxglove channels at 2 Hz), written by its own thread as the server's are.
+std::unique_ptr<record::Recorder> StartRecorder(const std::shared_ptr<session::Session>& session,
+                                                const std::string& path,
+                                                const session::Clock& clock) {
+  return *record::Recorder::Start(session,
+                                  {.recording_id = "r-bench",
+                                   .session_id = session->id(),
+                                   .config = session->config(),
+                                   .telemetry_every_n_ticks = 5,
+                                   .foxglove_every_n_ticks = 25,
+                                   .time_origin_ns = 0},
+                                  {.path = path}, EncoderFor(session), &clock);
+}
+
 void BM_SessionTick(benchmark::State& state) {
   const bool recording = state.range(0) != 0;
   auto session = MakeSession(1000, /*driven=*/state.range(1) != 0);
@@ -115,14 +133,7 @@ void BM_SessionTick(benchmark::State& state) {
   std::unique_ptr<record::Recorder> recorder;
   const std::string path = TempFile("tick.mcap");
   if (recording) {
-    recorder = *record::Recorder::Start(session,
-                                        {.recording_id = "r-bench",
-                                         .session_id = session->id(),
-                                         .config = session->config(),
-                                         .telemetry_every_n_ticks = 5,
-                                         .foxglove_every_n_ticks = 25,
-                                         .time_origin_ns = 0},
-                                        {.path = path}, EncoderFor(session), &clock);
+    recorder = StartRecorder(session, path, clock);
   }
   // One telemetry frame's worth of ticks per iteration; then, untimed, the writer catches up
   // (as it does between the frames of a session paced at 50 Hz, where it has 100 ms for
@@ -152,6 +163,58 @@ void BM_SessionTick(benchmark::State& state) {
 }
 BENCHMARK(BM_SessionTick)->ArgNames({"recording", "driven"})->ArgsProduct({{0, 1}, {0, 1}})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The same measure side by side: two equal sessions, one recorded, stepped by turns (which
+// goes first alternates), 5 ticks at a time after the same 10 ms pause, each block timed on
+// its own; the medians of the blocks and their ratio. The machine's drifts fall on both
+// alike. The writer catches up after the recorded session's block, untimed.
+void BM_RecordingOverhead(benchmark::State& state) {
+  const bool driven = state.range(0) != 0;
+  auto plain = MakeSession(1000, driven);
+  auto recorded = MakeSession(1000, driven);
+  session::FakeClock clock;
+  const std::string path = TempFile("overhead.mcap");
+  std::unique_ptr<record::Recorder> recorder = StartRecorder(recorded, path, clock);
+  constexpr std::uint32_t kTicks = 5;
+  std::vector<double> without_us, with_us;
+  std::uint64_t stepped = 0;
+  bool recorded_first = false;
+  for (auto _ : state) {
+    double block_s = 0.0;
+    for (const bool with : {recorded_first, !recorded_first}) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      const auto started = std::chrono::steady_clock::now();
+      if (!(with ? recorded : plain)->Step(kTicks, std::nullopt).ok()) {
+        state.SkipWithError("Step failed");
+      }
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+      block_s += took.count();
+      (with ? with_us : without_us).push_back(took.count() * 1e6 / kTicks);
+      if (with) {
+        stepped += kTicks;
+        while (recorder->progress().ticks < stepped) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+      }
+    }
+    recorded_first = !recorded_first;
+    state.SetIterationTime(block_s);
+  }
+  const record::RecordingProgress progress = recorder->Stop();
+  std::filesystem::remove(path);
+  const auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  const double without = median(without_us);
+  const double with = median(with_us);
+  state.counters["without_us"] = without;
+  state.counters["with_us"] = with;
+  state.counters["added_pct"] = 100.0 * (with / without - 1.0);
+  state.counters["frames_lost"] = static_cast<double>(progress.frames_lost);
+}
+BENCHMARK(BM_RecordingOverhead)->ArgName("driven")->Arg(0)->Arg(1)->UseManualTime()
+    ->Unit(benchmark::kMillisecond)->Iterations(400);
 
 // A sink that keeps nothing but the count.
 class CountingSink final : public record::ByteSink {

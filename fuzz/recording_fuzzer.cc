@@ -1,8 +1,9 @@
 // Fuzzes recording files: any bytes as an MCAP file through the reader (its chunks
 // decompressed and CRC-checked), the decoding a re-simulation does (the header, the commands
 // through CommandFromProto, the hashes, the gaps) and a playback does (the vehicles' specs, the
-// states as frames through RecordedStatesToFrame), each chunk read again on its own, and the
-// summary (its statistics, chunk indexes, schemas and channels). A file may be refused;
+// states as frames through RecordedStatesToFrame, the file opened through its indexes as
+// PlayRecording opens it), each chunk read again on its own, and the summary (its statistics,
+// chunk indexes, schemas and channels). A file may be refused;
 // nothing may crash, trip a sanitizer, or allocate beyond a chunk's bound (and, decoded, a
 // bounded number of vehicle states). Seeds: small recordings (fuzz/corpus/recording_fuzzer/).
 #include <cstddef>
@@ -79,6 +80,17 @@ void Run(absl::string_view bytes) {
         }
         return absl::OkStatus();
       };
+  // A playback's opening (through the summary's chunk and message indexes when the file has
+  // a summary, else read whole) and frames from its start, middle and end.
+  absl::StatusOr<std::unique_ptr<api::RecordingFrames>> frames = api::RecordingFrames::FromReader(
+      record::McapFileReader::FromBytes(bytes, {.max_chunk_bytes = 1 << 20}));
+  if (frames.ok()) {
+    const std::vector<api::RecordingFrames::Entry>& entries = (*frames)->frames();
+    for (const std::size_t index : {std::size_t{0}, entries.size() / 2, entries.size() - 1}) {
+      (void)(*frames)->Frame(index);
+      (void)(*frames)->IndexAt(entries[index].time_ns + 1);
+    }
+  }
   if (!reader->ReadAll(decode).ok()) return;
   (void)reader->Statistics();
   (void)reader->ReadSummary();

@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "server/api/convert.h"
 #include "server/api/recording_codec.h"
@@ -123,8 +124,12 @@ absl::Status RecordingFrames::ReadWhole() {
           if (message.chunk_offset == 0) {
             return absl::InvalidArgumentError("/pitlane/states: a message outside any chunk");
           }
-          frames_.push_back({.time_ns = SinceOrigin(message.log_time),
-                             .chunk_offset = message.chunk_offset});
+          const std::uint64_t time_ns = SinceOrigin(message.log_time);
+          if (!frames_.empty() && time_ns < frames_.back().time_ns) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "/pitlane/states: message ", message.sequence, " is older than the one before"));
+          }
+          frames_.push_back({.time_ns = time_ns, .chunk_offset = message.chunk_offset});
         } else if (channel.topic == kRecordingVehiclesTopic) {
           return TakeVehicles(message);
         }
@@ -138,16 +143,24 @@ absl::Status RecordingFrames::ReadWhole() {
 }
 
 absl::Status RecordingFrames::ReadIndexed(const record::McapSummary& summary) {
-  std::optional<std::uint16_t> states, vehicles;
+  absl::flat_hash_set<std::uint16_t> states, vehicles;
   for (const record::McapChannel& channel : summary.channels) {
-    if (channel.topic == kRecordingStatesTopic) states = channel.id;
-    if (channel.topic == kRecordingVehiclesTopic) vehicles = channel.id;
+    if (channel.topic == kRecordingStatesTopic) states.insert(channel.id);
+    if (channel.topic == kRecordingVehiclesTopic) vehicles.insert(channel.id);
   }
   std::vector<record::McapChunkIndex> chunks = summary.chunks;
   std::sort(chunks.begin(), chunks.end(),
             [](const auto& a, const auto& b) { return a.offset < b.offset; });
   if (chunks.empty()) {
     return absl::InvalidArgumentError("not a Pitlane recording: it has no chunks");
+  }
+  // Each chunk once, each after the one before with its message indexes.
+  for (std::size_t i = 1; i < chunks.size(); ++i) {
+    if (chunks[i].offset < chunks[i - 1].offset + chunks[i - 1].length) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the summary's chunk indexes: the chunk at byte ", chunks[i].offset,
+          " overlaps the one before it"));
+    }
   }
   // The header: the first message of the first chunk.
   bool header_read = false;
@@ -162,40 +175,60 @@ absl::Status RecordingFrames::ReadIndexed(const record::McapSummary& summary) {
   if (!header_read) {
     return absl::InvalidArgumentError("not a Pitlane recording: it has no /pitlane/session header");
   }
-  // Where the frames lie, from each chunk's message index (no chunk opened); the vehicles'
-  // specs from the chunks that hold some.
+  // Where the frames lie, from each chunk's message indexes (no chunk opened); the vehicles'
+  // specs from the chunks that hold some, each read once. At most as many frames as the
+  // summary counts messages.
   std::uint64_t last_time = 0;
-  for (const record::McapChunkIndex& chunk : chunks) {
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    const record::McapChunkIndex& chunk = chunks[i];
+    // Its message indexes follow it, before the next chunk.
+    const std::uint64_t indexes_begin = chunk.offset + chunk.length;
+    const std::uint64_t indexes_end = i + 1 < chunks.size() ? chunks[i + 1].offset : file_->size();
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> entries;  // (offset, log time)
+    bool with_vehicles = false;
+    absl::flat_hash_set<std::uint16_t> listed;
     for (const auto& [channel_id, index_offset] : chunk.message_indexes) {
-      if (channel_id == states) {
-        ASSIGN_OR_RETURN(record::McapMessageIndex index, file_->ReadMessageIndex(index_offset));
-        if (index.channel_id != channel_id) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "message index at byte ", index_offset, ": of channel ", index.channel_id,
-              ", not ", channel_id, " as its chunk index says"));
-        }
-        // By offset: the order ReadChunk gives the chunk's frames in.
-        std::sort(index.entries.begin(), index.entries.end(),
-                  [](const auto& a, const auto& b) { return a.second < b.second; });
-        for (const auto& [log_time, unused] : index.entries) {
-          const std::uint64_t time_ns = SinceOrigin(log_time);
-          if (time_ns < last_time) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                "/pitlane/states: a frame of the chunk at byte ", chunk.offset,
-                " is older than the frame before it"));
-          }
-          last_time = time_ns;
-          frames_.push_back({.time_ns = time_ns, .chunk_offset = chunk.offset});
-        }
-      } else if (channel_id == vehicles) {
-        RETURN_IF_ERROR(file_->ReadChunk(
-            chunk.offset,
-            [&](const record::McapChannel& channel, const record::McapSchema*,
-                const record::McapMessage& message) -> absl::Status {
-              if (channel.topic != kRecordingVehiclesTopic) return absl::OkStatus();
-              return TakeVehicles(message);
-            }));
+      if (!listed.insert(channel_id).second || index_offset < indexes_begin ||
+          index_offset >= indexes_end) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the chunk index of the chunk at byte ", chunk.offset, ": channel ", channel_id,
+            "'s message index is listed twice or not right after the chunk"));
       }
+      if (vehicles.contains(channel_id)) with_vehicles = true;
+      if (!states.contains(channel_id)) continue;
+      ASSIGN_OR_RETURN(const record::McapMessageIndex index, file_->ReadMessageIndex(index_offset));
+      if (index.channel_id != channel_id) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "message index at byte ", index_offset, ": of channel ", index.channel_id, ", not ",
+            channel_id, " as its chunk index says"));
+      }
+      if (frames_.size() + entries.size() + index.entries.size() >
+          summary.statistics.message_count) {
+        return absl::InvalidArgumentError(
+            "the message indexes list more messages than the summary's statistics count");
+      }
+      for (const auto& [log_time, offset] : index.entries) entries.emplace_back(offset, log_time);
+    }
+    // By offset: the order ReadChunk gives the chunk's frames in.
+    std::sort(entries.begin(), entries.end());
+    for (const auto& [unused, log_time] : entries) {
+      const std::uint64_t time_ns = SinceOrigin(log_time);
+      if (time_ns < last_time) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "/pitlane/states: a frame of the chunk at byte ", chunk.offset,
+            " is older than the frame before it"));
+      }
+      last_time = time_ns;
+      frames_.push_back({.time_ns = time_ns, .chunk_offset = chunk.offset});
+    }
+    if (with_vehicles) {
+      RETURN_IF_ERROR(file_->ReadChunk(
+          chunk.offset,
+          [&](const record::McapChannel& channel, const record::McapSchema*,
+              const record::McapMessage& message) -> absl::Status {
+            if (channel.topic != kRecordingVehiclesTopic) return absl::OkStatus();
+            return TakeVehicles(message);
+          }));
     }
   }
   return absl::OkStatus();

@@ -1938,9 +1938,17 @@ grpc::ServerUnaryReactor* SimulatorService::PlayRecording(grpc::CallbackServerCo
       return absl::InvalidArgumentError(absl::StrCat(
           "start_time_s: must be a number of seconds >= 0, got ", request->start_time_s()));
     }
-    if (request->clock_mode() == v1::CLOCK_MODE_BARRIER) {
+    session::ClockMode mode = session::ClockMode::kRealtime;
+    if (request->clock_mode() != v1::CLOCK_MODE_UNSPECIFIED) {
+      ASSIGN_OR_RETURN(mode, ClockModeFromProto(request->clock_mode()));
+    }
+    if (mode == session::ClockMode::kBarrier) {
       return absl::InvalidArgumentError(
           "clock_mode: a playback has no controllers to wait for; use REALTIME or LOCKSTEP");
+    }
+    if (request->has_real_time_factor()) {
+      RETURN_IF_ERROR(session::CheckClockSettings(
+          {.mode = mode, .real_time_factor = request->real_time_factor()}));
     }
     if (request->name().size() > sim::kMaxNameBytes) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -1950,6 +1958,9 @@ grpc::ServerUnaryReactor* SimulatorService::PlayRecording(grpc::CallbackServerCo
       return absl::FailedPreconditionError(
           "recording_id: the recording is still running: stop it first");
     }
+    const Caller creator = access_.WithQuotaIdentity(caller, *context);
+    RETURN_IF_ERROR(access_.Reserve(creator));  // Before the file is read.
+    Reservation reservation(access_, creator);
     // Through the file's indexes: its header, its frames' places and its vehicles' specs,
     // without opening the other chunks.
     absl::StatusOr<std::unique_ptr<RecordingFrames>> frames = RecordingFrames::Open(info.path);
@@ -1963,9 +1974,7 @@ grpc::ServerUnaryReactor* SimulatorService::PlayRecording(grpc::CallbackServerCo
     config.clear_scenario();
     config.clear_max_vehicles();
     config.clear_barrier_timeout_s();
-    config.set_clock_mode(request->clock_mode() == v1::CLOCK_MODE_LOCKSTEP
-                              ? v1::CLOCK_MODE_LOCKSTEP
-                              : v1::CLOCK_MODE_REALTIME);
+    config.set_clock_mode(ClockModeToProto(mode));
     if (request->has_real_time_factor()) {
       config.set_real_time_factor(request->real_time_factor());
     } else {
@@ -1978,15 +1987,20 @@ grpc::ServerUnaryReactor* SimulatorService::PlayRecording(grpc::CallbackServerCo
     const std::uint64_t start_ns =
         static_cast<std::uint64_t>(std::min(request->start_time_s(), 1e9) * 1e9);
     auto source = std::make_shared<RecordingPlayback>(info.recording_id, *std::move(frames));
-    const Caller creator = access_.WithQuotaIdentity(caller, *context);
-    RETURN_IF_ERROR(access_.Reserve(creator));
-    Reservation reservation(access_, creator);
-    ASSIGN_OR_RETURN(const std::shared_ptr<session::Session> session,
-                     CreateFromConfig(config, &creator, &reservation,
-                                      [&](session::SessionRequest& created) {
-                                        created.playback = source;
-                                        created.playback_start_ns = start_ns;
-                                      }));
+    absl::StatusOr<std::shared_ptr<session::Session>> created =
+        CreateFromConfig(config, &creator, &reservation, [&](session::SessionRequest& made) {
+          made.playback = source;
+          made.playback_start_ns = start_ns;
+        });
+    // What the request asked was checked above: a refusal now is of what the file holds (a
+    // config this server does not allow, a first frame it cannot read).
+    if (!created.ok() && (absl::IsInvalidArgument(created.status()) ||
+                          absl::IsDataLoss(created.status()))) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("recording_id: recording ", info.recording_id,
+                       " cannot be played back here: ", created.status().message()));
+    }
+    ASSIGN_OR_RETURN(const std::shared_ptr<session::Session> session, std::move(created));
     RETURN_IF_ERROR(GiveOwnerToken(creator, session->id(), *response));
     SessionToProto(session->Describe(/*with_vehicles=*/false), response->mutable_session());
     Audit(context->peer(), "recording.play",
@@ -2009,7 +2023,7 @@ grpc::ServerUnaryReactor* SimulatorService::SeekPlayback(grpc::CallbackServerCon
     ASSIGN_OR_RETURN(const session::PlaybackPosition position,
                      session->Seek(static_cast<std::uint64_t>(std::min(request->time_s(), 1e9) * 1e9)));
     PlaybackToProto(position, response->mutable_playback());
-    SimTimeToProto(session->Now(), response->mutable_time());
+    SimTimeToProto(position.time, response->mutable_time());
     return absl::OkStatus();
       });
 }

@@ -455,15 +455,14 @@ absl::StatusOr<McapSummary> McapFileReader::ReadSummary() {
       statistics_seen = true;
     } else if (opcode == kChunkIndex) {
       McapChunkIndex chunk;
-      std::uint64_t chunk_length = 0;
       absl::string_view indexes;
       if (!fields.Read(chunk.message_start_time) || !fields.Read(chunk.message_end_time) ||
-          !fields.Read(chunk.offset) || !fields.Read(chunk_length) ||
+          !fields.Read(chunk.offset) || !fields.Read(chunk.length) ||
           !fields.ReadView32(indexes)) {
         return absl::InvalidArgumentError(
             absl::StrCat("chunk index at byte ", offset, ": its fields run past its end"));
       }
-      if (chunk.offset >= base) {
+      if (chunk.offset >= base || chunk.length > base - chunk.offset) {
         return absl::InvalidArgumentError(
             absl::StrCat("chunk index at byte ", offset, ": its chunk is not before the summary"));
       }

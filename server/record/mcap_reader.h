@@ -90,6 +90,7 @@ struct McapStatistics {
 // A chunk as the summary's Chunk Index record describes it.
 struct McapChunkIndex {
   std::uint64_t offset = 0;  // Of its chunk record.
+  std::uint64_t length = 0;  // Of its chunk record, bytes (its opcode and length included).
   std::uint64_t message_start_time = 0;
   std::uint64_t message_end_time = 0;
   // Where the Message Index record of each channel with messages in the chunk begins:

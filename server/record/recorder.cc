@@ -47,6 +47,9 @@ std::size_t PayloadBytes(const session::Command& command) {
 
 // What the session's threads leave for the writer. A std::mutex and condition variable (not
 // absl::Mutex's conditions): ThreadSanitizer follows them into Debian's uninstrumented Abseil.
+// How often the writer looks for what the session queued.
+constexpr std::chrono::milliseconds kWriterPeriod{10};
+
 struct Recorder::Inbox {
   struct Item {
     std::uint64_t run = 0;
@@ -59,8 +62,9 @@ struct Recorder::Inbox {
   explicit Inbox(std::size_t max_bytes) : max_bytes(max_bytes) {}
 
   // Queues `item` unless the queue is full (then counts it lost; a reset is always queued:
-  // the times of everything after it follow from it). Wakes the writer if it waits for
-  // work, or if the queue is half full. Under mu.
+  // the times of everything after it follow from it). Wakes the writer only if the queue is
+  // half full: it looks for work every kWriterPeriod on its own, so that a tick never pays
+  // for waking it (a system call, and a thread made to run beside the session). Under mu.
   void Push(Item item, std::size_t bytes, bool always) {
     if (ended) return;
     if (queued_bytes + bytes > max_bytes && !always) {
@@ -76,7 +80,7 @@ struct Recorder::Inbox {
     FlushLost();
     queued_bytes += bytes;
     items.push_back(std::move(item));
-    if (idle || queued_bytes > max_bytes / 2) Wake();
+    if (queued_bytes > max_bytes / 2) Wake();
   }
   // Queues the gap of what was lost, if anything was. Under mu.
   void FlushLost() {
@@ -86,10 +90,7 @@ struct Recorder::Inbox {
     items.back().gap->kind = RecordingGap::Kind::kCommands;
   }
   // Under mu.
-  void Wake() {
-    idle = false;
-    wake.notify_one();
-  }
+  void Wake() { wake.notify_one(); }
   bool Urgent() const { return stop || closed.has_value() || queued_bytes > max_bytes / 2; }
 
   const std::size_t max_bytes;
@@ -104,7 +105,6 @@ struct Recorder::Inbox {
   bool frames_ready = false;
   std::optional<absl::Status> closed;  // The session closed.
   bool stop = false;
-  bool idle = false;   // The writer waits for work (else it gathers a batch, or works).
   bool ended = false;  // The writer is done: nothing more is queued.
   RecordingProgress progress;
 };
@@ -142,8 +142,7 @@ class Recorder::Transport final : public session::SubscriberTransport {
   explicit Transport(std::shared_ptr<Inbox> inbox) : inbox_(std::move(inbox)) {}
   void OnReady() override {
     std::lock_guard lock(inbox_->mu);
-    inbox_->frames_ready = true;
-    if (inbox_->idle) inbox_->Wake();
+    inbox_->frames_ready = true;  // Taken at the writer's next look (kWriterPeriod).
   }
   void OnClosed(const absl::Status& reason) override {
     std::lock_guard lock(inbox_->mu);
@@ -394,15 +393,10 @@ void Recorder::Run() {
   for (bool last = false; !last && !end_status.has_value();) {
     {
       std::unique_lock lock(inbox_->mu);
-      inbox_->idle = true;
-      inbox_->wake.wait(lock, [&] {
-        return !inbox_->items.empty() || inbox_->frames_ready || inbox_->stop ||
-               inbox_->closed.has_value();
-      });
-      // Gather a batch: one write every few milliseconds, however fast the session ticks,
-      // unless the queue fills or the recording ends.
-      inbox_->idle = false;
-      inbox_->wake.wait_for(lock, std::chrono::milliseconds(10), [&] { return inbox_->Urgent(); });
+      // A batch every kWriterPeriod, however fast the session ticks, sooner if the queue fills
+      // or the recording ends; nothing to write, nothing done.
+      inbox_->wake.wait_for(lock, kWriterPeriod, [&] { return inbox_->Urgent(); });
+      if (inbox_->items.empty() && !inbox_->frames_ready && !inbox_->Urgent()) continue;
       inbox_->frames_ready = false;
       if (inbox_->closed.has_value()) {
         last = true;

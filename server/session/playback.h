@@ -39,13 +39,15 @@ class PlaybackSource {
   virtual std::vector<sim::VehicleDescription> Describe(const Frame& frame) const = 0;
 };
 
-// Where a playback is.
+// Where a playback is. The frame shown is the last recorded at or before its position, to
+// within half a tick (the recorder's times and the playback's clock round apart).
 struct PlaybackPosition {
   std::string recording;        // PlaybackSource::name().
   std::uint64_t position_ns = 0;  // Time since the recording's start, ns.
   std::uint64_t duration_ns = 0;  // The last frame's time, ns.
   std::size_t frame = 0;        // The frame shown: [0, frame_count).
   std::size_t frame_count = 0;
+  SimTime time;                 // The frame's, as the recorded session had it.
   bool at_end() const { return frame + 1 == frame_count; }
 };
 

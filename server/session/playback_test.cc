@@ -2,6 +2,7 @@
 // it, and nothing changes its world.
 #include "server/session/playback.h"
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -96,8 +97,8 @@ TEST(Playback, ShowsTheFrameAtItsStartAndDescribesItself) {
   EXPECT_EQ(described.vehicles[0].id, 7u);
   EXPECT_TRUE(f.session->IsPlayback());
   EXPECT_EQ(f.session->StateHash(), 0u);
-  EXPECT_TRUE(f.session->CheckVehicle(7).ok());
-  EXPECT_THAT(f.session->CheckVehicle(8), StatusIs(absl::StatusCode::kNotFound));
+  // Its vehicles take no driver (no driver tokens for them).
+  EXPECT_THAT(f.session->CheckVehicle(7), StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST(Playback, RefusesEveryChangeToItsWorld) {
@@ -236,9 +237,65 @@ TEST(Playback, AFrameThatCannotBeReadStopsTheSessionWithDataLoss) {
   EXPECT_THAT(f.session->Step(1, std::nullopt), StatusIs(absl::StatusCode::kDataLoss));
   // A seek onto it fails and changes nothing.
   Fixture g(ClockMode::kLockstep, std::make_shared<Frames>(/*broken=*/3));
-  EXPECT_THAT(g.session->Seek(300 * kMs), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(g.session->Seek(300 * kMs),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("recording r-test cannot be read")));
   EXPECT_EQ(g.ShownX(), 0.0);
   EXPECT_EQ(g.session->Describe(false).playback->position_ns, 0u);
+}
+
+TEST(Playback, AResetWhoseFirstFrameCannotBeReadChangesNothing) {
+  Fixture f(ClockMode::kLockstep, std::make_shared<Frames>(/*broken=*/0), 500 * kMs);
+  ASSERT_TRUE(f.session->Step(10, std::nullopt).ok());  // 700 ms.
+  EXPECT_THAT(f.session->Reset(), StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_EQ(f.ShownX(), 7.0);
+  EXPECT_EQ(f.session->Describe(false).playback->position_ns, 700u * kMs);
+  ASSERT_TRUE(f.session->Step(5, std::nullopt).ok());
+  EXPECT_EQ(f.ShownX(), 8.0);
+}
+
+// Frames every tick of a 60 Hz recording, timed as the recorder times them (k x 1e9 / 60,
+// rounded): each Step of one tick shows the next, although the times are no whole number of
+// nanoseconds apart.
+class EveryTick final : public PlaybackSource {
+ public:
+  const std::string& name() const override { return name_; }
+  std::size_t frame_count() const override { return 600; }
+  std::uint64_t TimeOf(std::size_t index) const override {
+    return static_cast<std::uint64_t>(std::llround(static_cast<double>(index) * 1e9 / 60.0));
+  }
+  absl::StatusOr<std::shared_ptr<const Frame>> FrameAt(std::size_t index) override {
+    auto frame = std::make_shared<Frame>();
+    frame->time = {.tick = index, .sim_time_s = static_cast<double>(index) / 60.0};
+    return frame;
+  }
+  std::vector<sim::VehicleDescription> Describe(const Frame&) const override { return {}; }
+
+ private:
+  const std::string name_ = "r-60";
+};
+
+TEST(Playback, EveryRecordedTickIsShownOnceAtAnyTickRate) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, 0);
+  SessionManager sessions({.max_sessions = 4}, &scheduler);
+  SessionRequest request{.tick_rate_hz = 60.0};
+  request.playback = std::make_shared<EveryTick>();
+  const auto session = Ok(sessions.Create(request));
+  for (std::uint64_t tick = 1; tick < 600; ++tick) {
+    ASSERT_EQ(Ok(session->Step(1, std::nullopt)).frame->time.tick, tick);
+  }
+  EXPECT_THAT(session->Step(1, std::nullopt), StatusIs(absl::StatusCode::kOutOfRange));
+}
+
+TEST(Playback, ADecimatedWatcherGetsAFrameForEachTickItTakes) {
+  Fixture f(ClockMode::kLockstep);  // Frames at ticks 0, 5, 10, ...
+  const auto [sink, subscriber] = testutil::RecordingTransport::Make(
+      f.session->clock(), {.kind = SubscriberOptions::Kind::kLossless, .every_n_ticks = 7,
+                           .queue_capacity = 100});
+  ASSERT_TRUE(f.session->Subscribe(subscriber).ok());
+  ASSERT_TRUE(f.session->Step(45, std::nullopt).ok());  // To tick 45, frame 9.
+  // Taking ticks 7, 14, 21, 28, 35, 42: the first frame at or after each.
+  EXPECT_EQ(sink->ticks(), (std::vector<std::uint64_t>{0, 10, 15, 25, 30, 35, 45}));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "server/session/session.h"
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
 #include <new>
 #include <iterator>
@@ -194,11 +195,21 @@ absl::Status Session::ApplyLocked(const Command& command, std::vector<std::uint6
         } else if constexpr (std::is_same_v<T, SetClockCommand>) {
           ASSIGN_OR_RETURN(clock_settings_, MergeClockLocked(c.update));
         } else if constexpr (std::is_same_v<T, ResetCommand>) {
+          // A playback's first frame first: if the file cannot give it, nothing changes.
+          std::shared_ptr<const Frame> first;
+          if (playback_ != nullptr) {
+            ASSIGN_OR_RETURN(first, PlaybackFrameLocked(PlaybackIndexAtLocked(0)));
+          }
           // Built under the lock: the new world continues the old one's ids.
           ASSIGN_OR_RETURN(sim::World world, BuildWorld(config_, world_.next_ids()));
           world_ = std::move(world);
           braking_.clear();
-          if (playback_ != nullptr) RETURN_IF_ERROR(PlaybackMoveLocked(0));
+          if (playback_ != nullptr) {
+            playback_frame_ = std::move(first);
+            playback_index_ = PlaybackIndexAtLocked(0);
+            playback_base_ns_ = 0;
+            playback_base_tick_ = world_.tick();
+          }
           ++run_;
           tick_cost_ns_ = -1;
           previous_tick_over_contact_budget_ = false;
@@ -453,8 +464,7 @@ void Session::RunStepLocked(std::optional<std::int64_t> slice_end_ns, AfterUnloc
   }
   std::int64_t tick_end_ns = clock_->NowNanos();
   while (ticket->done_ < ticket->ticks_ && !ticket->cancelled_) {
-    if (playback_ != nullptr && PlaybackLocked().at_end() &&
-        PlaybackPositionNsLocked() >= playback_->TimeOf(playback_index_)) {
+    if (playback_ != nullptr && PlaybackAtEndLocked()) {
       finish(absl::OutOfRangeError(absl::StrCat(
           "ticks: the playback reached the end of recording ", playback_->name(), " after ",
           ticket->done_, " of the Step's ", ticket->ticks_,
@@ -731,30 +741,53 @@ absl::StatusOr<PlaybackPosition> Session::Seek(std::uint64_t position_ns) {
       if (subscriber->OfferFirst(playback_frame_)) after.ready.push_back(subscriber);
     }
     after.schedule_at = RestartPacingLocked();
+    // Queued Steps run first in any case (as after SetClock).
+    if (!steps_.empty() && scheduler_ != nullptr) after.schedule_at = clock_->NowNanos();
     position = PlaybackLocked();
   }
   Finish(std::move(after));
   return position;
 }
 
-absl::Status Session::PlaybackMoveLocked(std::uint64_t position_ns) {
-  const std::size_t count = playback_->frame_count();
-  position_ns = std::min(position_ns, playback_->TimeOf(count - 1));
-  // The last frame at or before the position: the first after it, less one.
+std::uint64_t Session::PlaybackSlackNsLocked() const {
+  return static_cast<std::uint64_t>(std::llround(0.5e9 / config_.world.tick_rate_hz));
+}
+
+std::size_t Session::PlaybackIndexAtLocked(std::uint64_t position_ns) const {
+  // The last frame at or before the position (with the slack): the first after it, less one.
+  const std::uint64_t reached_ns = position_ns + PlaybackSlackNsLocked();
   std::size_t after = 0;
-  std::size_t span = count;
+  std::size_t span = playback_->frame_count();
   while (span > 0) {
     const std::size_t half = span / 2;
-    if (playback_->TimeOf(after + half) <= position_ns) {
+    if (playback_->TimeOf(after + half) <= reached_ns) {
       after += half + 1;
       span -= half + 1;
     } else {
       span = half;
     }
   }
-  const std::size_t index = after == 0 ? 0 : after - 1;
+  return after == 0 ? 0 : after - 1;
+}
+
+absl::StatusOr<std::shared_ptr<const Frame>> Session::PlaybackFrameLocked(std::size_t index) const {
+  absl::StatusOr<std::shared_ptr<const Frame>> frame = playback_->FrameAt(index);
+  if (!frame.ok()) {
+    return absl::DataLossError(absl::StrCat("recording ", playback_->name(),
+                                            " cannot be read: ", frame.status().message()));
+  }
+  return frame;
+}
+
+std::uint64_t Session::PlaybackDurationNsLocked() const {
+  return playback_->TimeOf(playback_->frame_count() - 1);
+}
+
+absl::Status Session::PlaybackMoveLocked(std::uint64_t position_ns) {
+  position_ns = std::min(position_ns, PlaybackDurationNsLocked());
+  const std::size_t index = PlaybackIndexAtLocked(position_ns);
   if (playback_frame_ == nullptr || index != playback_index_) {
-    ASSIGN_OR_RETURN(playback_frame_, playback_->FrameAt(index));
+    ASSIGN_OR_RETURN(playback_frame_, PlaybackFrameLocked(index));
     playback_index_ = index;
   }
   playback_base_ns_ = position_ns;
@@ -763,33 +796,44 @@ absl::Status Session::PlaybackMoveLocked(std::uint64_t position_ns) {
 }
 
 std::uint64_t Session::PlaybackPositionNsLocked() const {
-  const double since_ns = static_cast<double>(world_.tick() - playback_base_tick_) *
-                          world_.params().dt_s * 1e9;
-  const std::uint64_t duration_ns = playback_->TimeOf(playback_->frame_count() - 1);
+  // As the recorder times its frames (ticks x 1e9 / rate, rounded), from the last move.
+  const double since_ns = std::round(static_cast<double>(world_.tick() - playback_base_tick_) *
+                                     1e9 / config_.world.tick_rate_hz);
+  const std::uint64_t duration_ns = PlaybackDurationNsLocked();
   if (!(since_ns < static_cast<double>(duration_ns - playback_base_ns_))) return duration_ns;
   return playback_base_ns_ + static_cast<std::uint64_t>(since_ns);
+}
+
+bool Session::PlaybackAtEndLocked() const {
+  return playback_index_ + 1 == playback_->frame_count() &&
+         PlaybackPositionNsLocked() + PlaybackSlackNsLocked() >= playback_->TimeOf(playback_index_);
 }
 
 void Session::PlaybackTickLocked() {
   transitions_.clear();
   world_.Step(&transitions_);  // The clock: a world of obstacles alone, which never move.
-  const std::uint64_t position_ns = PlaybackPositionNsLocked();
+  const std::uint64_t reached_ns = PlaybackPositionNsLocked() + PlaybackSlackNsLocked();
   std::size_t index = playback_index_;
-  while (index + 1 < playback_->frame_count() && playback_->TimeOf(index + 1) <= position_ns) {
+  while (index + 1 < playback_->frame_count() && playback_->TimeOf(index + 1) <= reached_ns) {
     ++index;
   }
-  if (index + 1 == playback_->frame_count() && position_ns >= playback_->TimeOf(index) &&
-      clock_settings_.mode == ClockMode::kRealtime) {
-    clock_settings_.paused = true;  // The end: it stops there, as a player does.
+  if (index != playback_index_) {
+    absl::StatusOr<std::shared_ptr<const Frame>> frame = PlaybackFrameLocked(index);
+    if (!frame.ok()) throw PlaybackFailure(frame.status());
+    const std::shared_ptr<const Frame> before = std::exchange(playback_frame_, *std::move(frame));
+    playback_index_ = index;
+    // A subscriber that takes every n-th tick gets a frame that reaches a tick it takes since
+    // the last frame shown (frames recorded every 5 ticks, taken every 7: about every 7).
+    const std::uint64_t tick = playback_frame_->time.tick;
+    const bool went_back = playback_frame_->run != before->run || tick < before->time.tick;
+    for (const std::shared_ptr<Subscriber>& subscriber : subscribers_) {
+      const std::uint64_t n = subscriber->options().every_n_ticks;
+      if (!went_back && tick / n == before->time.tick / n) continue;
+      if (subscriber->Offer(playback_frame_)) ready_.push_back(subscriber);
+    }
   }
-  if (index == playback_index_) return;
-  absl::StatusOr<std::shared_ptr<const Frame>> frame = playback_->FrameAt(index);
-  if (!frame.ok()) throw PlaybackFailure(frame.status());
-  playback_frame_ = *std::move(frame);
-  playback_index_ = index;
-  for (const std::shared_ptr<Subscriber>& subscriber : subscribers_) {
-    if (!subscriber->Wants(playback_frame_->time.tick)) continue;
-    if (subscriber->Offer(playback_frame_)) ready_.push_back(subscriber);
+  if (PlaybackAtEndLocked() && clock_settings_.mode == ClockMode::kRealtime) {
+    clock_settings_.paused = true;  // The end: it stops there, as a player does.
   }
 }
 
@@ -801,9 +845,10 @@ bool Session::IsPlayback() const {
 PlaybackPosition Session::PlaybackLocked() const {
   return {.recording = playback_->name(),
           .position_ns = PlaybackPositionNsLocked(),
-          .duration_ns = playback_->TimeOf(playback_->frame_count() - 1),
+          .duration_ns = PlaybackDurationNsLocked(),
           .frame = playback_index_,
-          .frame_count = playback_->frame_count()};
+          .frame_count = playback_->frame_count(),
+          .time = playback_frame_->time};
 }
 
 void Session::TakeReadyLocked(AfterUnlock& after) {
@@ -1129,16 +1174,11 @@ absl::Status Session::CheckVehicle(sim::VehicleId vehicle) const {
   TurnLock lock(this);
   RETURN_IF_ERROR(CheckOpenLocked());
   if (playback_ != nullptr) {
-    const std::vector<sim::VehicleSnapshot>& shown = playback_frame_->vehicles;
-    const auto it = std::lower_bound(
-        shown.begin(), shown.end(), vehicle,
-        [](const sim::VehicleSnapshot& snapshot, sim::VehicleId id) { return snapshot.id < id; });
-    if (it != shown.end() && it->id == vehicle) {
-      return absl::OkStatus();
-    }
-  } else if (world_.Contains(vehicle)) {
-    return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat("vehicle_id: session ", id_, " plays back recording ", playback_->name(),
+                     "; its vehicles take no driver"));
   }
+  if (world_.Contains(vehicle)) return absl::OkStatus();
   return absl::NotFoundError(absl::StrCat("vehicle_id: no vehicle ", vehicle, " in session ", id_));
 }
 

@@ -321,7 +321,8 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
     ClockMode clock_mode = ClockMode::kLockstep;
   };
   Counts counts() const;
-  // Whether `vehicle` is alive (NotFound naming vehicle_id if not, as AttachController says).
+  // Whether `vehicle` is alive (NotFound naming vehicle_id if not, as AttachController says;
+  // FailedPrecondition in a playback, whose vehicles take no driver).
   absl::Status CheckVehicle(sim::VehicleId vehicle) const;
   SimTime Now() const;
   std::uint64_t StateHash() const;
@@ -470,8 +471,20 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // A playback's tick (see TickLocked): the world's clock moves on, and the frame at the new
   // position is offered if it is another one.
   void PlaybackTickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A playback: where it is at the world's tick now.
+  // A playback: where it is at the world's tick now (clamped to its duration).
   std::uint64_t PlaybackPositionNsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::uint64_t PlaybackDurationNsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Half a tick: a frame counts as reached that much early (the recorder's times and the
+  // playback clock's are rounded to the nanosecond apart).
+  std::uint64_t PlaybackSlackNsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The frame to show at `position_ns`: the last recorded at or before it, with the slack.
+  std::size_t PlaybackIndexAtLocked(std::uint64_t position_ns) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frame `index` of the recording; DataLoss naming the recording if the file cannot give it.
+  absl::StatusOr<std::shared_ptr<const Frame>> PlaybackFrameLocked(std::size_t index) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the last frame is shown and reached: the playback cannot move on.
+  bool PlaybackAtEndLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A playback: shows the frame at `position_ns` (clamped to the last frame's time) from the
   // world's tick now on. The source's error if it cannot give that frame (nothing changes).
   absl::Status PlaybackMoveLocked(std::uint64_t position_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -129,6 +129,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
   }
   ASSIGN_OR_RETURN(sim::World world, BuildWorld(config, request.first_ids));
   ASSIGN_OR_RETURN(std::string id, NewSessionId(limits_.replica));
+  RETURN_IF_ERROR(CheckRoom());  // Before building it: a refused session costs nothing.
 
   // When the last holder lets go, the allocator hands the freed pages back to the system: a
   // big session's memory must not stay with the process after it is deleted.
@@ -145,12 +146,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
   }
   {
     absl::MutexLock lock(&mu_);
-    if (shutting_down_) return absl::UnavailableError("the server is shutting down");
-    if (sessions_.size() >= limits_.max_sessions) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("sessions: the server holds its maximum of ", limits_.max_sessions,
-                       " sessions (--max_sessions); delete one first"));
-    }
+    RETURN_IF_ERROR(CheckRoomLocked());  // Again: others may have been made meanwhile.
     // 128 random bits: two equal ids would take about 2^64 sessions.
     [[maybe_unused]] const bool inserted = sessions_.emplace(std::move(id), session).second;
     ABSL_ASSERT(inserted);
@@ -158,6 +154,21 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
   }
   session->Start();
   return session;
+}
+
+absl::Status SessionManager::CheckRoom() const {
+  absl::MutexLock lock(&mu_);
+  return CheckRoomLocked();
+}
+
+absl::Status SessionManager::CheckRoomLocked() const {
+  if (shutting_down_) return absl::UnavailableError("the server is shutting down");
+  if (sessions_.size() >= limits_.max_sessions) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("sessions: the server holds its maximum of ", limits_.max_sessions,
+                     " sessions (--max_sessions); delete one first"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status NoSuchSession(absl::string_view id) {

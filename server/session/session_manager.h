@@ -116,6 +116,10 @@ class SessionManager {
  private:
   class Reaper;
 
+  // Unavailable when shutting down; ResourceExhausted at max_sessions.
+  absl::Status CheckRoom() const;
+  absl::Status CheckRoomLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const ServerLimits limits_;
   Scheduler* const scheduler_;
   const std::function<void(absl::string_view)> on_deleted_;
