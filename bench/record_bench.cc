@@ -33,6 +33,7 @@
 #include "server/api/recording_codec.h"
 #include "server/record/mcap_writer.h"
 #include "server/record/recorder.h"
+#include "server/session/scheduler.h"
 #include "server/session/session.h"
 #include "server/web/recorded_channels.h"
 
@@ -48,7 +49,9 @@ session::SessionConfig Config(std::uint32_t vehicles) {
 
 // `n` kinematic bicycles on a 10 m lattice (they never touch), each with its own controls;
 // or, `driven`, `n` cars that a route follower drives round a 10 km ring, 10 m apart.
-std::shared_ptr<session::Session> MakeSession(std::uint32_t n, bool driven = false) {
+// `scheduler` (may be null) runs its paced ticks.
+std::shared_ptr<session::Session> MakeSession(std::uint32_t n, bool driven = false,
+                                              session::Scheduler* scheduler = nullptr) {
   session::SessionConfig config = Config(n);
   constexpr double kRadius_m = 1600.0;
   if (driven) {
@@ -61,7 +64,7 @@ std::shared_ptr<session::Session> MakeSession(std::uint32_t n, bool driven = fal
     config.route_names = {"ring"};
   }
   auto session = std::make_shared<session::Session>("s-bench", config,
-                                                    *session::BuildWorld(config), 100000, nullptr);
+                                                    *session::BuildWorld(config), 100000, scheduler);
   session->Start();
   if (driven) {
     std::vector<sim::VehicleSpec> specs;
@@ -167,11 +170,21 @@ BENCHMARK(BM_SessionTick)->ArgNames({"recording", "driven"})->ArgsProduct({{0, 1
 // The same measure side by side: two equal sessions, one recorded, stepped by turns (which
 // goes first alternates), 5 ticks at a time after the same 10 ms pause, each block timed on
 // its own; the medians of the blocks and their ratio. The machine's drifts fall on both
-// alike. The writer catches up after the recorded session's block, untimed.
+// alike. The writer catches up after the recorded session's block, untimed. paced:0 steps
+// them with Step (whose answer is a frame of the last tick); paced:1 runs them as REALTIME
+// sessions at 50 Hz on a fake clock, each tick a scheduler's run (no answer to make).
 void BM_RecordingOverhead(benchmark::State& state) {
   const bool driven = state.range(0) != 0;
-  auto plain = MakeSession(1000, driven);
-  auto recorded = MakeSession(1000, driven);
+  const bool paced = state.range(1) != 0;
+  session::FakeClock clocks[2];
+  session::Scheduler plain_scheduler(&clocks[0], 0), recorded_scheduler(&clocks[1], 0);
+  auto plain = MakeSession(1000, driven, &plain_scheduler);
+  auto recorded = MakeSession(1000, driven, &recorded_scheduler);
+  if (paced) {
+    for (const auto& session : {plain, recorded}) {
+      (void)session->SetClock({.mode = session::ClockMode::kRealtime, .real_time_factor = 1.0});
+    }
+  }
   session::FakeClock clock;
   const std::string path = TempFile("overhead.mcap");
   std::unique_ptr<record::Recorder> recorder = StartRecorder(recorded, path, clock);
@@ -184,7 +197,14 @@ void BM_RecordingOverhead(benchmark::State& state) {
     for (const bool with : {recorded_first, !recorded_first}) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       const auto started = std::chrono::steady_clock::now();
-      if (!(with ? recorded : plain)->Step(kTicks, std::nullopt).ok()) {
+      if (paced) {
+        for (std::uint32_t k = 0; k < kTicks; ++k) {
+          clocks[with ? 1 : 0].Advance(20'000'000);
+          if ((with ? recorded_scheduler : plain_scheduler).RunDue() != 1) {
+            state.SkipWithError("no tick ran");
+          }
+        }
+      } else if (!(with ? recorded : plain)->Step(kTicks, std::nullopt).ok()) {
         state.SkipWithError("Step failed");
       }
       const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
@@ -213,7 +233,8 @@ void BM_RecordingOverhead(benchmark::State& state) {
   state.counters["added_pct"] = 100.0 * (with / without - 1.0);
   state.counters["frames_lost"] = static_cast<double>(progress.frames_lost);
 }
-BENCHMARK(BM_RecordingOverhead)->ArgName("driven")->Arg(0)->Arg(1)->UseManualTime()
+BENCHMARK(BM_RecordingOverhead)->ArgNames({"driven", "paced"})->ArgsProduct({{0, 1}, {0, 1}})
+    ->UseManualTime()
     ->Unit(benchmark::kMillisecond)->Iterations(400);
 
 // A sink that keeps nothing but the count.

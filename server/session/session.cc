@@ -220,6 +220,11 @@ absl::Status Session::ApplyLocked(const Command& command, std::vector<std::uint6
       },
       command);
   if (!status.ok()) return status;
+  // A change to the world makes this tick's frame another one.
+  if (!std::holds_alternative<SetClockCommand>(command) &&
+      !std::holds_alternative<StepCommand>(command)) {
+    frame_cache_.reset();
+  }
   // Only a reset gives back the world its config builds; a clock change or a Step's start
   // leave it as it is (a Step's ticks move it on).
   if (std::holds_alternative<ResetCommand>(command)) {
@@ -1250,12 +1255,19 @@ SimTime Session::NowLocked() const {
 
 std::shared_ptr<const Frame> Session::MakeFrameLocked() const {
   if (playback_ != nullptr) return playback_frame_;
+  // The frame of this tick made already (for the subscribers, a Step's answer, a read), if
+  // no command changed the world since.
+  if (frame_cache_ != nullptr && frame_cache_->run == run_ &&
+      frame_cache_->time.tick == world_.tick()) {
+    return frame_cache_;
+  }
   auto frame = std::make_shared<Frame>();
   frame->time = NowLocked();
   frame->run = run_;
   frame->vehicles = world_.Snapshot();
   frame->contacts = world_.contacts();
   frame->contacts_dropped = world_.contacts_dropped();
+  frame_cache_ = frame;
   return frame;
 }
 

@@ -554,6 +554,10 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // Subscribers offered a frame whose transports are still to be told (see Finish).
   std::vector<std::shared_ptr<Subscriber>> ready_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<CommandObserver>> observers_ ABSL_GUARDED_BY(mu_);
+  // The last frame made (MakeFrameLocked), while it is the world's at its tick: a Step's
+  // answer, the subscribers and the reads of one tick share it. Dropped by every command that
+  // changes the world.
+  mutable std::shared_ptr<const Frame> frame_cache_ ABSL_GUARDED_BY(mu_);
   // A playback's (Play): its recording, and its position: playback_base_ns_ at the world's
   // tick playback_base_tick_, on by the world's dt every tick; the frame shown and its index.
   std::shared_ptr<PlaybackSource> playback_ ABSL_GUARDED_BY(mu_);
