@@ -325,6 +325,28 @@ TEST_F(ReplayTest, FramesComeBackFromTheFileByTimeAChunkAtATime) {
   EXPECT_EQ((*frames)->IndexAt(0), 0u);
   EXPECT_EQ((*frames)->IndexAt(~std::uint64_t{0}), live.size() - 1);
   EXPECT_EQ((*frames)->Frame(live.size()).status().code(), absl::StatusCode::kOutOfRange);
+
+  // Opened through the indexes (above) or read whole (the same file without its summary, as
+  // a killed server leaves it): the same frames in the same places, the same vehicles.
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const record::McapSummary summary = *record::McapFileReader::FromBytes(bytes)->ReadSummary();
+  ASSERT_FALSE(summary.chunks.empty());
+  const std::uint64_t data_end =
+      summary.chunks.back().offset + summary.chunks.back().length;  // Then its indexes.
+  absl::StatusOr<std::unique_ptr<RecordingFrames>> whole = RecordingFrames::FromReader(
+      record::McapFileReader::FromBytes(absl::string_view(bytes).substr(0, data_end)));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ((*whole)->frames().size(), (*frames)->frames().size());
+  for (std::size_t i = 0; i < (*frames)->frames().size(); ++i) {
+    EXPECT_EQ((*whole)->frames()[i].time_ns, (*frames)->frames()[i].time_ns) << i;
+    EXPECT_EQ((*whole)->frames()[i].chunk_offset, (*frames)->frames()[i].chunk_offset) << i;
+  }
+  EXPECT_EQ((*whole)->vehicles().size(), (*frames)->vehicles().size());
+  EXPECT_EQ((*whole)->header().session_id(), session->id());
 }
 
 TEST(RecordedStatesToFrame, RefusesColumnsThatDoNotFit) {
