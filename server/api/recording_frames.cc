@@ -186,17 +186,28 @@ absl::Status RecordingFrames::ReadIndexed(const record::McapSummary& summary) {
     const std::uint64_t indexes_end = i + 1 < chunks.size() ? chunks[i + 1].offset : file_->size();
     std::vector<std::pair<std::uint64_t, std::uint64_t>> entries;  // (offset, log time)
     bool with_vehicles = false;
-    absl::flat_hash_set<std::uint16_t> listed;
+    // Each index once: by offset, one after the other, all between this chunk and the next.
+    std::vector<std::pair<std::uint64_t, std::uint16_t>> listed;
     for (const auto& [channel_id, index_offset] : chunk.message_indexes) {
-      if (!listed.insert(channel_id).second || index_offset < indexes_begin ||
-          index_offset >= indexes_end) {
+      listed.emplace_back(index_offset, channel_id);
+    }
+    std::sort(listed.begin(), listed.end());
+    std::uint64_t free_from = indexes_begin;
+    for (const auto& [index_offset, channel_id] : listed) {
+      const auto misplaced = [&, index_offset = index_offset] {
         return absl::InvalidArgumentError(absl::StrCat(
-            "the chunk index of the chunk at byte ", chunk.offset, ": channel ", channel_id,
-            "'s message index is listed twice or not right after the chunk"));
-      }
+            "the chunk index of the chunk at byte ", chunk.offset, ": the message index at byte ",
+            index_offset, " is not in its own place after the chunk"));
+      };
+      if (index_offset < free_from || index_offset >= indexes_end) return misplaced();
       if (vehicles.contains(channel_id)) with_vehicles = true;
-      if (!states.contains(channel_id)) continue;
+      if (!states.contains(channel_id)) {
+        free_from = index_offset + 1;
+        continue;
+      }
       ASSIGN_OR_RETURN(const record::McapMessageIndex index, file_->ReadMessageIndex(index_offset));
+      if (index.end > indexes_end) return misplaced();
+      free_from = index.end;
       if (index.channel_id != channel_id) {
         return absl::InvalidArgumentError(absl::StrCat(
             "message index at byte ", index_offset, ": of channel ", index.channel_id, ", not ",

@@ -466,6 +466,14 @@ absl::StatusOr<McapSummary> McapFileReader::ReadSummary() {
         return absl::InvalidArgumentError(
             absl::StrCat("chunk index at byte ", offset, ": its chunk is not before the summary"));
       }
+      // The chunk record there, of the length the index says.
+      const absl::StatusOr<absl::string_view> record =
+          RecordAt(absl::string_view(bytes_, size_), chunk.offset, kChunk, "chunk");
+      if (!record.ok() || 9 + record->size() != chunk.length) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "chunk index at byte ", offset, ": no chunk record of its length at byte ",
+            chunk.offset));
+      }
       if (indexes.size() % 10 != 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             "chunk index at byte ", offset, ": its message index offsets are not whole entries"));
@@ -508,6 +516,7 @@ absl::StatusOr<McapMessageIndex> McapFileReader::ReadMessageIndex(std::uint64_t 
                             kMessageIndex, "message index"));
   Fields fields(body);
   McapMessageIndex index;
+  index.end = offset + 9 + body.size();
   absl::string_view entries;
   if (!fields.Read(index.channel_id) || !fields.ReadView32(entries) || entries.size() % 16 != 0) {
     return absl::InvalidArgumentError(

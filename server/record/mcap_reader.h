@@ -87,7 +87,8 @@ struct McapStatistics {
   std::uint64_t message_start_time = 0;  // Of its first and last messages (0 if none).
   std::uint64_t message_end_time = 0;
 };
-// A chunk as the summary's Chunk Index record describes it.
+// A chunk as the summary's Chunk Index record describes it (ReadSummary checks that a chunk
+// record of that length begins at `offset`).
 struct McapChunkIndex {
   std::uint64_t offset = 0;  // Of its chunk record.
   std::uint64_t length = 0;  // Of its chunk record, bytes (its opcode and length included).
@@ -107,6 +108,7 @@ struct McapSummary {
 };
 // A Message Index record: where a channel's messages lie in a chunk.
 struct McapMessageIndex {
+  std::uint64_t end = 0;  // The byte after the record.
   std::uint16_t channel_id = 0;
   // (log time, byte offset in the chunk's uncompressed records), as the record lists them.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> entries;

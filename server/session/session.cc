@@ -167,6 +167,12 @@ absl::Status Session::CheckCommandLocked(const Command& command) const {
 
 absl::Status Session::ApplyLocked(const Command& command, std::vector<std::uint64_t>* ids) {
   const std::uint64_t tick = world_.tick();
+  // A change to the world makes this tick's frame another one (dropped first: a command that
+  // throws halfway may have changed it).
+  if (!std::holds_alternative<SetClockCommand>(command) &&
+      !std::holds_alternative<StepCommand>(command)) {
+    frame_cache_.reset();
+  }
   absl::Status status = std::visit(
       [&](const auto& c) -> absl::Status {
         using T = std::decay_t<decltype(c)>;
@@ -220,11 +226,6 @@ absl::Status Session::ApplyLocked(const Command& command, std::vector<std::uint6
       },
       command);
   if (!status.ok()) return status;
-  // A change to the world makes this tick's frame another one.
-  if (!std::holds_alternative<SetClockCommand>(command) &&
-      !std::holds_alternative<StepCommand>(command)) {
-    frame_cache_.reset();
-  }
   // Only a reset gives back the world its config builds; a clock change or a Step's start
   // leave it as it is (a Step's ticks move it on).
   if (std::holds_alternative<ResetCommand>(command)) {
@@ -712,6 +713,14 @@ std::int64_t Session::TickLocked(FrameEvents* events, std::int64_t start_ns) {
 
 // ---- Playback -------------------------------------------------------------------------------
 
+namespace {
+
+std::uint64_t SaturatingAdd(std::uint64_t a, std::uint64_t b) {
+  return a > ~std::uint64_t{0} - b ? ~std::uint64_t{0} : a + b;
+}
+
+}  // namespace
+
 absl::Status Session::Play(std::shared_ptr<PlaybackSource> source, std::uint64_t start_ns) {
   TurnLock lock(this);
   if (playback_ != nullptr) return absl::FailedPreconditionError("session_id: plays back already");
@@ -760,7 +769,7 @@ std::uint64_t Session::PlaybackSlackNsLocked() const {
 
 std::size_t Session::PlaybackIndexAtLocked(std::uint64_t position_ns) const {
   // The last frame at or before the position (with the slack): the first after it, less one.
-  const std::uint64_t reached_ns = position_ns + PlaybackSlackNsLocked();
+  const std::uint64_t reached_ns = SaturatingAdd(position_ns, PlaybackSlackNsLocked());
   std::size_t after = 0;
   std::size_t span = playback_->frame_count();
   while (span > 0) {
@@ -811,13 +820,15 @@ std::uint64_t Session::PlaybackPositionNsLocked() const {
 
 bool Session::PlaybackAtEndLocked() const {
   return playback_index_ + 1 == playback_->frame_count() &&
-         PlaybackPositionNsLocked() + PlaybackSlackNsLocked() >= playback_->TimeOf(playback_index_);
+         SaturatingAdd(PlaybackPositionNsLocked(), PlaybackSlackNsLocked()) >=
+             playback_->TimeOf(playback_index_);
 }
 
 void Session::PlaybackTickLocked() {
   transitions_.clear();
   world_.Step(&transitions_);  // The clock: a world of obstacles alone, which never move.
-  const std::uint64_t reached_ns = PlaybackPositionNsLocked() + PlaybackSlackNsLocked();
+  const std::uint64_t reached_ns =
+      SaturatingAdd(PlaybackPositionNsLocked(), PlaybackSlackNsLocked());
   std::size_t index = playback_index_;
   while (index + 1 < playback_->frame_count() && playback_->TimeOf(index + 1) <= reached_ns) {
     ++index;

@@ -127,9 +127,9 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
     return absl::FailedPreconditionError(
         "clock_mode: this server runs no scheduler; only LOCKSTEP is available");
   }
+  RETURN_IF_ERROR(CheckRoom());  // Before building it: a refused session costs nothing.
   ASSIGN_OR_RETURN(sim::World world, BuildWorld(config, request.first_ids));
   ASSIGN_OR_RETURN(std::string id, NewSessionId(limits_.replica));
-  RETURN_IF_ERROR(CheckRoom());  // Before building it: a refused session costs nothing.
 
   // When the last holder lets go, the allocator hands the freed pages back to the system: a
   // big session's memory must not stay with the process after it is deleted.
