@@ -319,10 +319,10 @@ BENCHMARK(BM_WriterFrame)
 // the recorder takes of every tick, and the frame its subscriber is offered at the telemetry
 // rate (shared with any live subscriber of the same tick).
 void BM_StateHash(benchmark::State& state) {
-  auto session = MakeSession(static_cast<std::uint32_t>(state.range(0)));
+  auto session = MakeSession(static_cast<std::uint32_t>(state.range(0)), state.range(1) != 0);
   for (auto _ : state) benchmark::DoNotOptimize(session->StateHash());
 }
-BENCHMARK(BM_StateHash)->Arg(1000);
+BENCHMARK(BM_StateHash)->ArgNames({"vehicles", "driven"})->Args({1000, 0})->Args({1000, 1});
 
 void BM_Frame(benchmark::State& state) {
   auto session = MakeSession(static_cast<std::uint32_t>(state.range(0)));

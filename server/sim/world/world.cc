@@ -627,10 +627,21 @@ std::uint64_t World::StateHash() const {
   // the fleets' inputs above).
   static_assert(std::is_trivially_copyable_v<RouteFollowerState> &&
                 sizeof(RouteFollowerState) == 2 * sizeof(std::uint32_t) + 2 * sizeof(double));
+  // Gathered a block of drivers at a time: the same bytes as an Add per field, in far fewer
+  // calls.
+  constexpr std::size_t kDriverBytes = sizeof(DrivenVehicle::row) + sizeof(RouteFollowerState);
+  unsigned char drivers[64 * kDriverBytes];
+  std::size_t gathered = 0;
   for (const DrivenVehicle& driven : state_.drivers) {
-    hash.Add(&driven.row, sizeof(driven.row));
-    hash.Add(&driven.route, sizeof(driven.route));
+    std::memcpy(drivers + gathered, &driven.row, sizeof(driven.row));
+    std::memcpy(drivers + gathered + sizeof(driven.row), &driven.route, sizeof(driven.route));
+    gathered += kDriverBytes;
+    if (gathered == sizeof(drivers)) {
+      hash.Add(drivers, gathered);
+      gathered = 0;
+    }
   }
+  hash.Add(drivers, gathered);
   add_id(state_.next_ids.next_obstacle_id, obstacle_base);
   for (const Obstacle& obstacle : state_.obstacles) {
     add_id(obstacle.id, obstacle_base);
