@@ -12,7 +12,7 @@
 // WorldState and the Foxglove JSON channels; MCAP with zstd chunks) into a sink that counts:
 // `vehicle_states` is its throughput, `bytes_per_vehicle_state` what reaches the disk.
 // BM_RecordingOverhead: BM_SessionTick's two variants side by side, by turns in one run
-// (the medians of 400 blocks each, and the time recording adds).
+// (the medians of 400 blocks each, and the time recording adds); recorded:0 is the control.
 // BM_StateHash, BM_Frame: the parts of the stepping thread's extra work.
 #include <algorithm>
 #include <atomic>
@@ -176,6 +176,8 @@ BENCHMARK(BM_SessionTick)->ArgNames({"recording", "driven"})->ArgsProduct({{0, 1
 void BM_RecordingOverhead(benchmark::State& state) {
   const bool driven = state.range(0) != 0;
   const bool paced = state.range(1) != 0;
+  // recorded:0, the control: neither session is recorded (what differs is the measure's).
+  const bool recording = state.range(2) != 0;
   session::FakeClock clocks[2];
   session::Scheduler plain_scheduler(&clocks[0], 0), recorded_scheduler(&clocks[1], 0);
   auto plain = MakeSession(1000, driven, &plain_scheduler);
@@ -187,7 +189,8 @@ void BM_RecordingOverhead(benchmark::State& state) {
   }
   session::FakeClock clock;
   const std::string path = TempFile("overhead.mcap");
-  std::unique_ptr<record::Recorder> recorder = StartRecorder(recorded, path, clock);
+  std::unique_ptr<record::Recorder> recorder =
+      recording ? StartRecorder(recorded, path, clock) : nullptr;
   constexpr std::uint32_t kTicks = 5;
   std::vector<double> without_us, with_us;
   std::uint64_t stepped = 0;
@@ -212,7 +215,7 @@ void BM_RecordingOverhead(benchmark::State& state) {
       (with ? with_us : without_us).push_back(took.count() * 1e6 / kTicks);
       if (with) {
         stepped += kTicks;
-        while (recorder->progress().ticks < stepped) {
+        while (recorder != nullptr && recorder->progress().ticks < stepped) {
           std::this_thread::sleep_for(std::chrono::microseconds(200));
         }
       }
@@ -220,7 +223,8 @@ void BM_RecordingOverhead(benchmark::State& state) {
     recorded_first = !recorded_first;
     state.SetIterationTime(block_s);
   }
-  const record::RecordingProgress progress = recorder->Stop();
+  const record::RecordingProgress progress =
+      recorder != nullptr ? recorder->Stop() : record::RecordingProgress{};
   std::filesystem::remove(path);
   const auto median = [](std::vector<double> v) {
     std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
@@ -233,7 +237,8 @@ void BM_RecordingOverhead(benchmark::State& state) {
   state.counters["added_pct"] = 100.0 * (with / without - 1.0);
   state.counters["frames_lost"] = static_cast<double>(progress.frames_lost);
 }
-BENCHMARK(BM_RecordingOverhead)->ArgNames({"driven", "paced"})->ArgsProduct({{0, 1}, {0, 1}})
+BENCHMARK(BM_RecordingOverhead)->ArgNames({"driven", "paced", "recorded"})
+    ->ArgsProduct({{0, 1}, {0, 1}, {1}})->Args({1, 0, 0})->Args({1, 1, 0})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)->Iterations(400);
 
