@@ -542,9 +542,8 @@ void Session::Fail(std::exception_ptr failure) {
   try {
     std::rethrow_exception(failure);
   } catch (const PlaybackFailure& e) {
-    reason = absl::DataLossError(absl::StrCat("session_id: session ", id_,
-                                              " stopped: its recording could not be read (",
-                                              e.status().message(), ")"));
+    reason = absl::DataLossError(
+        absl::StrCat("session_id: session ", id_, " stopped: ", e.status().message()));
   } catch (const std::bad_alloc&) {
     reason = absl::ResourceExhaustedError(absl::StrCat(
         "session_id: session ", id_,

@@ -48,6 +48,26 @@ TEST(Session, StepValidatesTicks) {
   EXPECT_EQ(session->Step(100, std::nullopt)->frame->time.tick, 100u);
 }
 
+TEST(Session, ATicksFrameIsMadeOnceUntilACommandChangesTheWorld) {
+  auto session = MakeSession();
+  const std::shared_ptr<const Frame> stepped = session->Step(3, std::nullopt)->frame;
+  EXPECT_EQ(session->CurrentFrame(), stepped);  // The Step's answer, shared.
+  ASSERT_TRUE(session->SpawnVehicles({sim::VehicleSpec{}}).ok());
+  const std::shared_ptr<const Frame> spawned = session->CurrentFrame();
+  EXPECT_NE(spawned, stepped);
+  EXPECT_EQ(spawned->vehicles.size(), 1u);
+  EXPECT_EQ(spawned->time.tick, 3u);
+  ASSERT_TRUE(session->SetControls({{.id = spawned->vehicles[0].id, .acceleration_mps2 = 1.0}}).ok());
+  EXPECT_NE(session->CurrentFrame(), spawned);
+  ASSERT_TRUE(session->SetClock({.paused = true}).ok());  // The clock changes no frame.
+  const std::shared_ptr<const Frame> held = session->CurrentFrame();
+  EXPECT_EQ(session->CurrentFrame(), held);
+  const std::shared_ptr<const Frame> reset = *session->Reset();
+  EXPECT_NE(reset, held);
+  EXPECT_EQ(reset->time.tick, 0u);
+  EXPECT_TRUE(reset->vehicles.empty());
+}
+
 TEST(Session, ExpectedTickGuardsAStep) {
   auto session = MakeSession();
   ASSERT_TRUE(session->Step(5, 0).ok());

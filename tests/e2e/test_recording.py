@@ -713,6 +713,13 @@ def test_a_recording_plays_back_into_a_read_only_session(tmp_path):
                 call()
             assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert client.get_session(pid).vehicle_count == 7
+        for bad in (-1.0, float("nan"), float("inf")):
+            with pytest.raises(grpc.RpcError) as bad_time:
+                client.stub.SeekPlayback(
+                    pitlane.pb.SeekPlaybackRequest(session_id=pid, time_s=bad), timeout=30)
+            assert bad_time.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert bad_time.value.details().startswith("time_s:")
+        assert client.get_session(pid).playback.frame == 0  # Unmoved.
         # A live session does not seek.
         with pytest.raises(grpc.RpcError) as live:
             client.seek_playback(sid, 1.0)
