@@ -148,6 +148,17 @@ class ServerProcess:
             time.sleep(0.05)
         pytest.fail(f"no '{what}' banner line; output:\n" + "\n".join(self.output))
 
+    def has_line(self, predicate, timeout_s=10.0):
+        """Whether a line of output satisfies `predicate`, waiting for it a while (a line the
+        server wrote may still be on its way through the pipe)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if any(predicate(line) for line in list(self.output)):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
     def http_address(self):
         """host:port of the HTTP endpoint, read from the banner."""
         return self._banner_value(_HTTP, "HTTP: http://...")

@@ -31,8 +31,9 @@ def test_idle_sessions_are_reaped_but_not_those_in_use():
         assert next(stream).state.time.tick > 0  # Still running, still streaming.
         stream.cancel()
         # One line per sweep names the sessions it reaped.
-        assert any("1 session(s) reaped after more than 1 s without a call or a stream: " + idle
-                   in line for line in server.output), server.output
+        assert server.has_line(
+            lambda line: "1 session(s) reaped after more than 1 s without a call or a stream: "
+            + idle in line), server.output
 
 
 def test_shutdown_ends_open_streams_with_unavailable_and_exits_zero():

@@ -513,7 +513,7 @@ def test_recordings_over_http_listed_fetched_and_deleted_by_the_same_rules(tmp_p
         assert json.loads(body) == {"recording_id": rid, "bytes_freed": len(on_disk)}
         assert not (tmp_path / "recordings" / f"{rid}.mcap").exists()
         assert http(base, f"/recordings/{rid}.mcap", token=admin)[0] == 404
-        assert any("action=recording.delete" in line and rid in line for line in server.output)
+        assert server.has_line(lambda line: "action=recording.delete" in line and rid in line)
 
 
 def test_recordings_from_the_command_line(tmp_path):
