@@ -174,21 +174,32 @@ void FrameToRecordedStates(const session::Frame& frame, v1::RecordedStates* out)
   out->set_run(frame.run);
   out->set_tick(frame.time.tick);
   out->set_sim_time_s(frame.time.sim_time_s);
-  const int count = static_cast<int>(frame.vehicles.size());
+  const int count = static_cast<int>(frame.lean ? frame.motion.size() : frame.vehicles.size());
   out->mutable_vehicle_id_steps()->Reserve(count);
   out->mutable_x_mm()->Reserve(count);
   out->mutable_y_mm()->Reserve(count);
   out->mutable_yaw_100urad()->Reserve(count);
   out->mutable_speed_mmps()->Reserve(count);
   sim::VehicleId previous = 0;
+  const auto add = [&](sim::VehicleId id, const sim::Pose2& pose, double speed_mps, bool crashed) {
+    out->add_vehicle_id_steps(id - previous);
+    previous = id;
+    out->add_x_mm(Quantize(pose.x_m, 1e3));
+    out->add_y_mm(Quantize(pose.y_m, 1e3));
+    out->add_yaw_100urad(static_cast<std::int32_t>(Quantize(pose.yaw_rad, 1e4)));
+    out->add_speed_mmps(Quantize(speed_mps, 1e3));
+    if (crashed) out->add_crashed_vehicle_ids(id);
+  };
+  if (frame.lean) {
+    const sim::MotionColumns& motion = frame.motion;
+    for (std::size_t i = 0; i < motion.size(); ++i) {
+      add(motion.ids[i], {motion.x_m[i], motion.y_m[i], motion.yaw_rad[i]}, motion.speed_mps[i],
+          motion.crashed[i] != 0);
+    }
+    return;
+  }
   for (const sim::VehicleSnapshot& vehicle : frame.vehicles) {
-    out->add_vehicle_id_steps(vehicle.id - previous);
-    previous = vehicle.id;
-    out->add_x_mm(Quantize(vehicle.pose.x_m, 1e3));
-    out->add_y_mm(Quantize(vehicle.pose.y_m, 1e3));
-    out->add_yaw_100urad(static_cast<std::int32_t>(Quantize(vehicle.pose.yaw_rad, 1e4)));
-    out->add_speed_mmps(Quantize(vehicle.speed_mps, 1e3));
-    if (vehicle.crashed) out->add_crashed_vehicle_ids(vehicle.id);
+    add(vehicle.id, vehicle.pose, vehicle.speed_mps, vehicle.crashed);
   }
 }
 
@@ -197,10 +208,16 @@ ProtoRecordingEncoder::ProtoRecordingEncoder(FrameWriter telemetry, VehicleDescr
 
 void ProtoRecordingEncoder::DescribeNew(const session::Frame& frame, std::uint64_t time_ns,
                                         record::RecordingOutput& out) {
-  // Frames list their vehicles by ascending id: the new ones are at the end.
-  if (describe_ == nullptr || frame.vehicles.empty() ||
-      frame.vehicles.back().id <= described_up_to_) {
-    return;
+  // Frames list their vehicles by ascending id: the new ones are at the end (ids are >= 1).
+  const sim::VehicleId last = frame.lean ? (frame.motion.ids.empty() ? 0 : frame.motion.ids.back())
+                                         : (frame.vehicles.empty() ? 0 : frame.vehicles.back().id);
+  if (describe_ == nullptr || last <= described_up_to_) return;
+  std::vector<sim::VehicleId> ids;
+  if (frame.lean) {
+    ids = frame.motion.ids;
+  } else {
+    ids.reserve(frame.vehicles.size());
+    for (const sim::VehicleSnapshot& vehicle : frame.vehicles) ids.push_back(vehicle.id);
   }
   std::vector<sim::VehicleDescription> now = describe_();
   std::sort(now.begin(), now.end(),
@@ -209,17 +226,17 @@ void ProtoRecordingEncoder::DescribeNew(const session::Frame& frame, std::uint64
             });
   v1::RecordedVehicles message;
   auto known = now.begin();
-  for (const sim::VehicleSnapshot& vehicle : frame.vehicles) {
-    if (vehicle.id <= described_up_to_) continue;
+  for (const sim::VehicleId id : ids) {
+    if (id <= described_up_to_) continue;
     v1::RecordedVehicle* described = message.add_vehicles();
-    described->set_vehicle_id(vehicle.id);
+    described->set_vehicle_id(id);
     // Both by ascending id.
-    while (known != now.end() && known->id < vehicle.id) ++known;
-    if (known != now.end() && known->id == vehicle.id) {
+    while (known != now.end() && known->id < id) ++known;
+    if (known != now.end() && known->id == id) {
       VehicleSpecToProto(known->spec, route_names_, described->mutable_spec());
     }
   }
-  described_up_to_ = frame.vehicles.back().id;
+  described_up_to_ = ids.back();
   Write(out, vehicles_, time_ns, message);
 }
 

@@ -208,6 +208,20 @@ TEST(RecordedStates, ColumnsInIdOrderToTheNearestStep) {
   EXPECT_THAT(states.yaw_100urad(), ::testing::ElementsAre(31416, -31416, 0));
   EXPECT_THAT(states.speed_mmps(), ::testing::ElementsAre(-1, 42000, kMax));
   EXPECT_THAT(states.crashed_vehicle_ids(), ::testing::ElementsAre(4));
+
+  // A lean frame of the same numbers (a recorder's between its full ones): the same message.
+  session::Frame lean{.time = frame.time, .run = frame.run, .lean = true};
+  for (const auto& v : vehicles) {
+    lean.motion.ids.push_back(v.id);
+    lean.motion.x_m.push_back(v.x_m);
+    lean.motion.y_m.push_back(v.y_m);
+    lean.motion.yaw_rad.push_back(v.yaw_rad);
+    lean.motion.speed_mps.push_back(v.speed_mps);
+    lean.motion.crashed.push_back(v.crashed ? 1 : 0);
+  }
+  v1::RecordedStates from_lean;
+  FrameToRecordedStates(lean, &from_lean);
+  EXPECT_EQ(from_lean.SerializeAsString(), states.SerializeAsString());
 }
 
 // Keeps the topics written, in order.

@@ -245,6 +245,8 @@ absl::StatusOr<std::unique_ptr<Recorder>> Recorder::Start(
   session::SubscriberOptions subscriber{
       .kind = session::SubscriberOptions::Kind::kLossless,
       .every_n_ticks = recorder->start_.telemetry_every_n_ticks,
+      // The encoder needs the whole frame only for the Foxglove channels.
+      .full_every_n_ticks = recorder->start_.foxglove_every_n_ticks,
       .queue_capacity = recorder->options_.max_queued_frames,
       .queue_bytes = recorder->options_.max_queued_frame_bytes};
   recorder->subscriber_ = std::make_shared<session::Subscriber>(

@@ -86,7 +86,9 @@ class TestEncoder final : public RecordingEncoder {
     out.Write(Channel(out, "/frames"), time_ns,
               Json{{"run", delivery.frame->run},
                    {"tick", delivery.frame->time.tick},
-                   {"vehicles", delivery.frame->vehicles.size()},
+                   {"vehicles", delivery.frame->lean ? delivery.frame->motion.size()
+                                                     : delivery.frame->vehicles.size()},
+                   {"lean", delivery.frame->lean},
                    {"first", delivery.first_frame}}
                   .dump());
   }

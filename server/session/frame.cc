@@ -44,7 +44,8 @@ FrameEvents MergeEvents(FrameEvents older, FrameEvents newer) {
 
 std::size_t FrameBytes(const Frame& frame) {
   std::size_t bytes = sizeof(Frame) + frame.vehicles.size() * sizeof(sim::VehicleSnapshot) +
-                      frame.contacts.size() * sizeof(sim::Contact);
+                      frame.contacts.size() * sizeof(sim::Contact) +
+                      frame.motion.size() * (5 * sizeof(double) + sizeof(std::uint8_t));
   for (const sim::VehicleSnapshot& vehicle : frame.vehicles) {
     if (vehicle.range_scan.has_value()) bytes += vehicle.range_scan->ranges_m.size() * sizeof(double);
     if (vehicle.nearest_objects.has_value()) {

@@ -25,7 +25,11 @@ struct Frame {
   SimTime time;
   // Resets of the session before this frame: (run, time.tick) orders a session's frames.
   std::uint64_t run = 0;
-  std::vector<sim::VehicleSnapshot> vehicles;  // By ascending id.
+  std::vector<sim::VehicleSnapshot> vehicles;  // By ascending id; empty when lean.
+  // A lean frame, made for subscribers that take one (SubscriberOptions::full_every_n_ticks)
+  // when no other wants this tick's frame, has the vehicles' motion alone, in `motion`.
+  bool lean = false;
+  sim::MotionColumns motion;
   std::vector<sim::Contact> contacts;          // In effect at this tick, by pair.
   // Contacts in effect beyond the world's budget, not in `contacts` (sim::World::contacts_dropped).
   std::uint64_t contacts_dropped = 0;

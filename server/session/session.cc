@@ -477,7 +477,9 @@ void Session::RunStepLocked(std::optional<std::int64_t> slice_end_ns, AfterUnloc
           " ticks; seek or reset to play it again")));
       return;
     }
-    tick_end_ns = TickLocked(&ticket->events_, tick_end_ns);
+    // The Step's answer is the last tick's whole frame: the subscribers get it too.
+    tick_end_ns = TickLocked(&ticket->events_, tick_end_ns,
+                             /*full_frame=*/ticket->done_ + 1 == ticket->ticks_);
     ++ticket->done_;
     // The slice ends when it has run its time, or when a subscriber waits to be told of a
     // frame: an idle reader gets every frame it can keep up with, as with paced ticks. (The
@@ -673,7 +675,7 @@ bool Session::CheapLocked(std::uint64_t ticks) const {
          static_cast<double>(tick_cost_ns_) * static_cast<double>(ticks) <= kInlineBudget_ns;
 }
 
-std::int64_t Session::TickLocked(FrameEvents* events, std::int64_t start_ns) {
+std::int64_t Session::TickLocked(FrameEvents* events, std::int64_t start_ns, bool full_frame) {
   if (playback_ != nullptr) {
     PlaybackTickLocked();
     const std::int64_t end_ns = clock_->NowNanos();
@@ -700,12 +702,20 @@ std::int64_t Session::TickLocked(FrameEvents* events, std::int64_t start_ns) {
   for (const std::shared_ptr<CommandObserver>& observer : observers_) observer->OnTick(world_);
   if (subscribers_.empty()) return clock_->NowNanos();
   const std::uint64_t tick = world_.tick();
-  std::shared_ptr<const Frame> frame;
+  bool wanted = false;
+  bool full_wanted = full_frame;
   for (const std::shared_ptr<Subscriber>& subscriber : subscribers_) {
     subscriber->Accumulate(transitions_, over_contact_budget);
     if (!subscriber->Wants(tick)) continue;
-    if (frame == nullptr) frame = MakeFrameLocked();
-    if (subscriber->Offer(frame)) ready_.push_back(subscriber);
+    wanted = true;
+    full_wanted = full_wanted || !subscriber->TakesLean(tick);
+  }
+  if (!wanted) return clock_->NowNanos();
+  // A recorder between its full frames takes a lean one, unless another subscriber wants
+  // this tick's whole frame anyway.
+  const std::shared_ptr<const Frame> frame = full_wanted ? MakeFrameLocked() : MakeLeanFrameLocked();
+  for (const std::shared_ptr<Subscriber>& subscriber : subscribers_) {
+    if (subscriber->Wants(tick) && subscriber->Offer(frame)) ready_.push_back(subscriber);
   }
   return clock_->NowNanos();
 }
@@ -1278,6 +1288,21 @@ std::shared_ptr<const Frame> Session::MakeFrameLocked() const {
   frame->contacts = world_.contacts();
   frame->contacts_dropped = world_.contacts_dropped();
   frame_cache_ = frame;
+  return frame;
+}
+
+std::shared_ptr<const Frame> Session::MakeLeanFrameLocked() const {
+  if (frame_cache_ != nullptr && frame_cache_->run == run_ &&
+      frame_cache_->time.tick == world_.tick()) {
+    return frame_cache_;  // A full one is made already.
+  }
+  auto frame = std::make_shared<Frame>();
+  frame->time = NowLocked();
+  frame->run = run_;
+  frame->lean = true;
+  frame->motion = world_.MotionSnapshot();
+  frame->contacts = world_.contacts();
+  frame->contacts_dropped = world_.contacts_dropped();
   return frame;
 }
 

@@ -432,8 +432,10 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // `start_ns`: the clock's time as the tick begins (a Step's ticks pass the end of the one
   // before). Returns the clock's time once the tick is done, its subscribers offered the
   // frame. Its cost (tick_cost_ns_, the tick_duration metric) is from `start_ns` to the
-  // end of the world's step, for paced and stepped ticks alike.
-  std::int64_t TickLocked(FrameEvents* events, std::int64_t start_ns)
+  // end of the world's step, for paced and stepped ticks alike. `full_frame`: the tick's
+  // whole frame is wanted after it (a Step's answer), so subscribers that would take a lean
+  // one get that.
+  std::int64_t TickLocked(FrameEvents* events, std::int64_t start_ns, bool full_frame = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `ticks` ticks are expected to fit kInlineBudget_ns (false before any tick was
   // measured).
@@ -468,6 +470,9 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   void AddSubscriberLocked(std::shared_ptr<Subscriber> subscriber, AfterUnlock& after)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<const Frame> MakeFrameLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // This tick's frame with the vehicles' motion alone (Frame::lean), for subscribers that take
+  // one; the full frame when it is made already. Not kept.
+  std::shared_ptr<const Frame> MakeLeanFrameLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A playback's tick (see TickLocked): the world's clock moves on, and the frame at the new
   // position is offered if it is another one.
   void PlaybackTickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -115,6 +115,68 @@ TEST(Session, SubscribersGetTheCurrentFrameThenEveryNthTick) {
   EXPECT_THAT(session->Subscribe(bad.second), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// A subscriber that takes lean frames (a recorder) gets them between its full ones, unless
+// another subscriber or a Step's answer wants the tick's whole frame; a lean frame holds the
+// same motion as the whole one.
+TEST(Session, LeanFramesComeBetweenFullOnesWhenNobodyElseWantsTheWhole) {
+  auto session = MakeSession();
+  std::vector<sim::VehicleSpec> specs(3);
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    specs[i].initial_speed_mps = 7.5;
+    specs[i].initial_pose.y_m = 10.0 * static_cast<double>(i);
+  }
+  ASSERT_TRUE(session->SpawnVehicles(specs).ok());
+  ASSERT_TRUE(session->SetControls({{.id = 2, .acceleration_mps2 = 1.0, .steering_angle_rad = 0.2}}).ok());
+  auto [lean, lean_subscriber] = RecordingTransport::Make(
+      session->clock(), {.kind = SubscriberOptions::Kind::kLossless,
+                         .full_every_n_ticks = 4,
+                         .queue_capacity = 1 << 20});
+  ASSERT_TRUE(session->Subscribe(lean_subscriber).ok());
+  ASSERT_TRUE(session->Step(10, std::nullopt).ok());
+  const auto [every5, every5_subscriber] = Record(*session, 5);
+  ASSERT_TRUE(session->Step(10, std::nullopt).ok());
+  EXPECT_THAT(lean->ticks(), ElementsAre(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+                                         17, 18, 19, 20));
+  std::vector<std::uint64_t> full_ticks;
+  for (std::size_t i = 0; i < lean->ticks().size(); ++i) {
+    const std::shared_ptr<const Frame> frame = lean->frame(i);
+    if (!frame->lean) {
+      full_ticks.push_back(frame->time.tick);
+      EXPECT_TRUE(frame->motion.ids.empty());
+      continue;
+    }
+    EXPECT_TRUE(frame->vehicles.empty());
+    EXPECT_THAT(frame->motion.ids, ElementsAre(1, 2, 3));
+  }
+  // The first frame; multiples of 4; the Steps' last ticks (10, 20); ticks another subscriber
+  // took whole (15).
+  EXPECT_THAT(full_ticks, ElementsAre(0, 4, 8, 10, 12, 15, 16, 20));
+  EXPECT_EQ(every5->frame(1), lean->frame(15));  // Shared.
+
+  // The lean frame's columns are the whole frame's numbers, bit for bit: tick 19 made lean
+  // here, and whole in a session run the same way.
+  auto twin = MakeSession();
+  ASSERT_TRUE(twin->SpawnVehicles(specs).ok());
+  ASSERT_TRUE(twin->SetControls({{.id = 2, .acceleration_mps2 = 1.0, .steering_angle_rad = 0.2}}).ok());
+  const std::shared_ptr<const Frame> whole = twin->Step(19, std::nullopt)->frame;
+  const std::shared_ptr<const Frame> lean19 = lean->frame(19);
+  ASSERT_TRUE(lean19->lean);
+  ASSERT_EQ(lean19->time.tick, 19u);
+  ASSERT_EQ(whole->vehicles.size(), lean19->motion.size());
+  for (std::size_t i = 0; i < whole->vehicles.size(); ++i) {
+    const sim::VehicleSnapshot& vehicle = whole->vehicles[i];
+    EXPECT_EQ(lean19->motion.ids[i], vehicle.id);
+    EXPECT_EQ(lean19->motion.x_m[i], vehicle.pose.x_m);
+    EXPECT_EQ(lean19->motion.y_m[i], vehicle.pose.y_m);
+    EXPECT_EQ(lean19->motion.yaw_rad[i], vehicle.pose.yaw_rad);
+    EXPECT_EQ(lean19->motion.speed_mps[i], vehicle.speed_mps);
+    EXPECT_EQ(lean19->motion.crashed[i] != 0, vehicle.crashed);
+  }
+  EXPECT_NE(lean19->motion.yaw_rad[1], 0.0);  // Vehicle 2 turned.
+  EXPECT_EQ(lean19->contacts.size(), whole->contacts.size());
+  EXPECT_LT(FrameBytes(*lean19), FrameBytes(*whole));
+}
+
 TEST(Session, CloseEndsSubscriptionsAndLaterCalls) {
   auto session = MakeSession();
   const auto [sink, subscriber] = Record(*session, 1);

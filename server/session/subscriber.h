@@ -72,6 +72,10 @@ struct SubscriberOptions {
   Kind kind = Kind::kLatest;
   // Frames of ticks that are a multiple of this (>= 1) are offered.
   std::uint32_t every_n_ticks = 1;
+  // Frames of other ticks than the multiples of this may come lean (Frame::lean: poses, speeds
+  // and crashed flags only), which cost the session a fifth of a full frame; 1: always full;
+  // 0: any may be lean. A first frame is always full.
+  std::uint32_t full_every_n_ticks = 1;
   // kLatest: at most this many deliveries per wall-clock second; unset = no limit. A frame
   // that arrives too early waits in the mailbox (and may be replaced). The transport is told
   // by the first frame offered after its slot: a frame held back when the session stops
@@ -112,6 +116,10 @@ class Subscriber {
   void Accumulate(absl::Span<const sim::ContactEvent> transitions, bool over_contact_budget = false);
   // Whether this subscriber takes the frame of `tick` (decimation).
   bool Wants(std::uint64_t tick) const { return tick % options_.every_n_ticks == 0; }
+  // Whether a lean frame of `tick` will do.
+  bool TakesLean(std::uint64_t tick) const {
+    return options_.full_every_n_ticks == 0 || tick % options_.full_every_n_ticks != 0;
+  }
   // Offers a frame it Wants, with the transitions accumulated since the last offer plus the
   // kOngoing events of its contacts. Returns whether the transport must be told (OnReady).
   bool Offer(std::shared_ptr<const Frame> frame);

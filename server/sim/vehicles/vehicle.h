@@ -189,6 +189,19 @@ struct VehicleSnapshot {
   std::optional<std::vector<NearbyObject>> nearest_objects = {};  // Nearest first, when enabled.
 };
 
+// Where vehicles are and how fast they go (VehicleSnapshot's pose, speed and crashed flag), as
+// columns by ascending id, one row a vehicle.
+struct MotionColumns {
+  std::vector<VehicleId> ids;
+  std::vector<double> x_m;
+  std::vector<double> y_m;
+  std::vector<double> yaw_rad;  // In (-pi, pi].
+  std::vector<double> speed_mps;
+  std::vector<std::uint8_t> crashed;  // 1: halted by a collision (VehicleSnapshot::crashed).
+
+  std::size_t size() const { return ids.size(); }
+};
+
 }  // namespace pitlane::sim
 
 #endif  // PITLANE_SERVER_SIM_VEHICLES_VEHICLE_H_
