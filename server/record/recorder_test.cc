@@ -239,6 +239,16 @@ TEST_F(RecorderTest, RecordsEveryCommandAndTickHashAndTheFramesAtTheirSimulatedT
   for (int t = 0; t <= 40; t += 5) expected_ticks.emplace_back(0, t);
   for (int t = 0; t <= 12; t += 5) expected_ticks.emplace_back(1, t);
   EXPECT_EQ(frame_ticks, expected_ticks);
+  // With no Foxglove channels the recorder takes lean frames, but for the first frames and a
+  // Step's last tick (the Step's answer is made whole anyway); both hold every vehicle.
+  std::vector<std::pair<int, int>> full_ticks;
+  for (const Json& frame : On(read, "/frames")) {
+    if (!frame["lean"].get<bool>()) full_ticks.emplace_back(frame["run"], frame["tick"]);
+    // The first frames come before the spawns.
+    const int vehicles = frame["first"].get<bool>() ? 0 : frame["run"] == 0 ? 2 : 1;
+    EXPECT_EQ(frame["vehicles"], vehicles) << frame;
+  }
+  EXPECT_EQ(full_ticks, (std::vector<std::pair<int, int>>{{0, 0}, {0, 40}, {1, 0}}));
   const std::vector<Json> end = On(read, "/end");
   ASSERT_EQ(end.size(), 1u);
   EXPECT_EQ(end[0]["reason"], "stopped");

@@ -74,7 +74,8 @@ struct SubscriberOptions {
   std::uint32_t every_n_ticks = 1;
   // Frames of other ticks than the multiples of this may come lean (Frame::lean: poses, speeds
   // and crashed flags only), which cost the session a fifth of a full frame; 1: always full;
-  // 0: any may be lean. A first frame is always full.
+  // 0: any may be lean. The frame offered on subscribing, after a reset or a seek is full (but
+  // when a full queue loses it, the next frame, which may be lean, comes as the first).
   std::uint32_t full_every_n_ticks = 1;
   // kLatest: at most this many deliveries per wall-clock second; unset = no limit. A frame
   // that arrives too early waits in the mailbox (and may be replaced). The transport is told
