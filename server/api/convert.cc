@@ -285,6 +285,8 @@ absl::StatusOr<session::SessionRequest> SessionRequestFromProto(const v1::Sessio
     session::NamedRoute route{.name = track.name()};
     route.route.closed = track.closed();
     if (track.has_lane_width_m()) route.route.lane_width_m = track.lane_width_m();
+    route.route.sector_starts_m.assign(track.sector_starts_m().begin(),
+                                       track.sector_starts_m().end());
     for (const v1::Point2D& point : track.points()) {
       route.route.points.push_back({.x_m = point.x_m(), .y_m = point.y_m()});
     }
@@ -518,6 +520,24 @@ absl::StatusOr<sim::VehicleSpec> VehicleSpecFromProto(const v1::VehicleSpec& spe
     if (!driver.ok()) return PrefixField("driver", driver.status());
     out.driver = *std::move(driver);
   }
+  if (spec.has_timing_track()) {
+    const auto it = std::find(route_names.begin(), route_names.end(), spec.timing_track());
+    if (it == route_names.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "timing_track: no track \"", Echo(spec.timing_track()), "\" in the session (tracks: ",
+          route_names.empty() ? "none" : Echo(absl::StrJoin(route_names, ", ")), ")"));
+    }
+    out.timing_route = static_cast<std::uint32_t>(it - route_names.begin());
+  }
+  if (spec.has_track_sensor()) {
+    const v1::TrackSensorSpec& sensor = spec.track_sensor();
+    sim::TrackSensorSpec& out_sensor = out.track_sensor.emplace();
+    // At most one more than the limit is copied: enough to be refused by name.
+    const int beams = std::min<int>(sensor.beam_angles_rad_size(), sim::kMaxTrackBeams + 1);
+    out_sensor.beam_angles_rad.assign(sensor.beam_angles_rad().begin(),
+                                      sensor.beam_angles_rad().begin() + beams);
+    if (sensor.has_range_m()) out_sensor.range_m = sensor.range_m();
+  }
   return out;
 }
 
@@ -572,6 +592,8 @@ void SessionConfigToProto(const session::SessionConfig& config, v1::SessionConfi
     track->set_name(i < config.route_names.size() ? config.route_names[i] : "");
     track->set_closed(routes[i].closed);
     track->set_lane_width_m(routes[i].lane_width_m);
+    track->mutable_sector_starts_m()->Add(routes[i].sector_starts_m.begin(),
+                                          routes[i].sector_starts_m.end());
     for (const sim::RoutePoint& point : routes[i].points) {
       v1::Point2D* out_point = track->add_points();
       out_point->set_x_m(point.x_m);
@@ -726,6 +748,15 @@ void VehicleSpecToProto(const sim::VehicleSpec& spec, absl::Span<const std::stri
     nearest->set_count(spec.nearest_objects->count);
     nearest->set_radius_m(spec.nearest_objects->radius_m);
   }
+  if (spec.timing_route.has_value() && *spec.timing_route < route_names.size()) {
+    out->set_timing_track(route_names[*spec.timing_route]);
+  }
+  if (spec.track_sensor.has_value()) {
+    v1::TrackSensorSpec* sensor = out->mutable_track_sensor();
+    sensor->mutable_beam_angles_rad()->Add(spec.track_sensor->beam_angles_rad.begin(),
+                                           spec.track_sensor->beam_angles_rad.end());
+    sensor->set_range_m(spec.track_sensor->range_m);
+  }
 }
 
 void ContactToProto(const sim::Contact& contact, v1::Contact* out) {
@@ -750,7 +781,41 @@ void EventsToProto(const session::FrameEvents& events,
   }
 }
 
-void VehicleStateToProto(const sim::VehicleSnapshot& vehicle, v1::VehicleState* state) {
+namespace {
+
+void TrackReadingToProto(const sim::VehicleTrackReading& reading, const session::Frame& frame,
+                         v1::VehicleState* state) {
+  const sim::LapProgress& progress = reading.progress;
+  v1::TrackProgress* out = state->mutable_track_progress();
+  if (frame.track_names != nullptr && reading.route < frame.track_names->size()) {
+    out->set_track((*frame.track_names)[reading.route]);
+  }
+  out->set_distance_m(progress.distance_m);
+  out->set_s_m(progress.position.s_m);
+  out->set_lateral_m(progress.position.lateral_m);
+  out->set_heading_rad(progress.position.heading_rad);
+  out->set_on_track(progress.position.on_track);
+  out->set_laps_completed(progress.laps_completed);
+  out->set_sector(progress.sector);
+  out->set_lap_time_s(progress.lap_time_s);
+  if (progress.last_lap_s.has_value()) out->set_last_lap_s(*progress.last_lap_s);
+  if (progress.best_lap_s.has_value()) out->set_best_lap_s(*progress.best_lap_s);
+  out->mutable_sector_times_s()->Add(progress.sector_times_s.begin(),
+                                     progress.sector_times_s.end());
+  out->mutable_last_sector_times_s()->Add(progress.last_sector_times_s.begin(),
+                                          progress.last_sector_times_s.end());
+  out->set_off_track_count(progress.off_track_count);
+  out->set_off_track_s(progress.off_track_s);
+  if (reading.sensor.has_value()) {
+    v1::TrackSensorReading* sensor = state->mutable_track_sensor();
+    sensor->mutable_edge_distances_m()->Add(reading.sensor->edge_distances_m.begin(),
+                                            reading.sensor->edge_distances_m.end());
+    sensor->set_angle_rad(reading.sensor->angle_rad);
+    sensor->set_track_position(reading.sensor->track_position);
+  }
+}
+
+void VehicleSnapshotToProto(const sim::VehicleSnapshot& vehicle, v1::VehicleState* state) {
   state->set_vehicle_id(vehicle.id);
   state->set_x_m(vehicle.pose.x_m);
   state->set_y_m(vehicle.pose.y_m);
@@ -789,12 +854,32 @@ void VehicleStateToProto(const sim::VehicleSnapshot& vehicle, v1::VehicleState* 
   }
 }
 
+}  // namespace
+
+void VehicleStateToProto(const session::Frame& frame, const sim::VehicleSnapshot& vehicle,
+                         v1::VehicleState* state) {
+  VehicleSnapshotToProto(vehicle, state);
+  const auto reading = std::lower_bound(
+      frame.track.begin(), frame.track.end(), vehicle.id,
+      [](const sim::VehicleTrackReading& r, sim::VehicleId id) { return r.id < id; });
+  if (reading != frame.track.end() && reading->id == vehicle.id) {
+    TrackReadingToProto(*reading, frame, state);
+  }
+}
+
 void FrameToProto(const session::Frame& frame, v1::WorldState* out) {
   SimTimeToProto(frame.time, out->mutable_time());
   auto* vehicles = out->mutable_vehicles();
   vehicles->Reserve(static_cast<int>(frame.vehicles.size()));
+  // Both by ascending id.
+  auto reading = frame.track.begin();
   for (const sim::VehicleSnapshot& vehicle : frame.vehicles) {
-    VehicleStateToProto(vehicle, vehicles->Add());
+    v1::VehicleState* state = vehicles->Add();
+    VehicleSnapshotToProto(vehicle, state);
+    while (reading != frame.track.end() && reading->id < vehicle.id) ++reading;
+    if (reading != frame.track.end() && reading->id == vehicle.id) {
+      TrackReadingToProto(*reading, frame, state);
+    }
   }
   for (const sim::Contact& contact : frame.contacts) ContactToProto(contact, out->add_contacts());
   out->set_dropped_contacts(frame.contacts_dropped);

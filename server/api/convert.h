@@ -48,7 +48,9 @@ void VehicleSpecToProto(const sim::VehicleSpec& spec, absl::Span<const std::stri
 void ObstacleSpecToProto(const sim::ObstacleSpec& spec, v1::ObstacleSpec* out);
 void ContactToProto(const sim::Contact& contact, v1::Contact* out);
 void FrameToProto(const session::Frame& frame, v1::WorldState* out);
-void VehicleStateToProto(const sim::VehicleSnapshot& vehicle, v1::VehicleState* out);
+// `vehicle` of `frame`, with its progress on its track when it has one.
+void VehicleStateToProto(const session::Frame& frame, const sim::VehicleSnapshot& vehicle,
+                         v1::VehicleState* out);
 void EventsToProto(const session::FrameEvents& events,
                    google::protobuf::RepeatedPtrField<v1::ContactEvent>* out);
 

@@ -257,7 +257,7 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
       v1::WorldState state;
       SimTimeToProto(frame.time, state.mutable_time());
       for (const sim::VehicleSnapshot& vehicle : frame.vehicles) {
-        if (Selected(vehicle.id)) VehicleStateToProto(vehicle, state.add_vehicles());
+        if (Selected(vehicle.id)) VehicleStateToProto(frame, vehicle, state.add_vehicles());
       }
       for (const sim::Contact& contact : frame.contacts) {
         if (sim::InvolvesAnyOf(contact, vehicle_ids_)) ContactToProto(contact, state.add_contacts());
@@ -532,7 +532,7 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
     }
     response_.Clear();
     SimTimeToProto(frame.time, response_.mutable_time());
-    VehicleStateToProto(*it, response_.mutable_vehicle());
+    VehicleStateToProto(frame, *it, response_.mutable_vehicle());
     EventsToProto(delivery->events, response_.mutable_events());
     response_.set_skipped_observations(delivery->skipped_frames);
     response_.set_late_controls(late_);

@@ -52,6 +52,11 @@ std::size_t FrameBytes(const Frame& frame) {
       bytes += vehicle.nearest_objects->size() * sizeof(sim::NearbyObject);
     }
   }
+  for (const sim::VehicleTrackReading& reading : frame.track) {
+    bytes += sizeof(reading) + (reading.progress.sector_times_s.size() +
+                                reading.progress.last_sector_times_s.size()) * sizeof(double);
+    if (reading.sensor.has_value()) bytes += reading.sensor->edge_distances_m.size() * sizeof(double);
+  }
   return bytes;
 }
 

@@ -4,10 +4,13 @@
 #define PITLANE_SERVER_SESSION_FRAME_H_
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/types/span.h"
 #include "server/sim/collision/contacts.h"
+#include "server/sim/racing/readings.h"
 #include "server/sim/vehicles/vehicle.h"
 
 namespace pitlane::session {
@@ -30,6 +33,10 @@ struct Frame {
   // when no other wants this tick's frame, has the vehicles' motion alone, in `motion`.
   bool lean = false;
   sim::MotionColumns motion;
+  // The vehicles timed on a race track: their progress (and track sensors), by ascending id;
+  // empty when lean. The tracks' names, by route index (null: none).
+  std::vector<sim::VehicleTrackReading> track;
+  std::shared_ptr<const std::vector<std::string>> track_names;
   std::vector<sim::Contact> contacts;          // In effect at this tick, by pair.
   // Contacts in effect beyond the world's budget, not in `contacts` (sim::World::contacts_dropped).
   std::uint64_t contacts_dropped = 0;

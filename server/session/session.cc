@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <iterator>
@@ -11,6 +12,7 @@
 #include <variant>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "server/util/field_checks.h"
@@ -19,7 +21,15 @@
 namespace pitlane::session {
 
 absl::StatusOr<sim::World> BuildWorld(const SessionConfig& config, sim::IdCounters first_ids) {
-  ASSIGN_OR_RETURN(sim::World world, sim::World::Create(config.world, first_ids));
+  absl::StatusOr<sim::World> created = sim::World::Create(config.world, first_ids);
+  if (!created.ok()) {
+    // The world's routes are the session's tracks, and named so.
+    const absl::Status& status = created.status();
+    if (!absl::StartsWith(status.message(), "routes[")) return status;
+    return absl::Status(status.code(),
+                        absl::StrCat("tracks", status.message().substr(std::strlen("routes"))));
+  }
+  sim::World world = *std::move(created);
   if (!config.obstacles.empty()) {
     const absl::Status added = world.AddObstacles(config.obstacles).status();
     // A limit error already names "obstacles"; a spec error names "[i].<field>".
@@ -100,6 +110,7 @@ Session::Session(std::string id, SessionConfig config, sim::World world,
                  const SessionMetrics* metrics)
     : id_(std::move(id)),
       config_(std::move(config)),
+      track_names_(std::make_shared<const std::vector<std::string>>(config_.route_names)),
       max_ticks_per_step_(max_ticks_per_step),
       clock_limits_(clock_limits),
       metrics_(metrics),
@@ -1287,6 +1298,10 @@ std::shared_ptr<const Frame> Session::MakeFrameLocked() const {
   frame->vehicles = world_.Snapshot();
   frame->contacts = world_.contacts();
   frame->contacts_dropped = world_.contacts_dropped();
+  if (!world_.state().timed.empty()) {
+    frame->track = world_.TrackReadings();
+    frame->track_names = track_names_;
+  }
   frame_cache_ = frame;
   return frame;
 }

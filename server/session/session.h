@@ -498,6 +498,8 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
 
   const std::string id_;
   const SessionConfig config_;
+  // config_.route_names, shared by the frames that name tracks.
+  const std::shared_ptr<const std::vector<std::string>> track_names_;
   const std::uint32_t max_ticks_per_step_;
   const ClockLimits clock_limits_;
   const SessionMetrics* const metrics_;  // May be null.

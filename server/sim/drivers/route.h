@@ -26,6 +26,9 @@ struct Route {
   std::vector<RoutePoint> points;
   bool closed = false;
   double lane_width_m = 3.5;  // Width of the lane around the line, metres, in (0, 100].
+  // Raced as a track (racing/track.h): arc lengths from the first point where sectors 1, 2,
+  // ... begin, metres, ascending; empty: the lap is one sector. Closed routes only.
+  std::vector<double> sector_starts_m = {};
 };
 
 // Most routes a world may hold, and most points over all of them (64 bytes each).

@@ -9,7 +9,8 @@ LapTracker::LapTracker(const TrackGeometry& track, const Pose2& pose) : track_(&
   const double length = track.route.length_m;
   // The nearest point of the whole centre line: where tracking starts.
   const std::uint32_t start = ProjectOntoRoute(track.route, pose.x_m, pose.y_m).segment;
-  progress_.position = PositionOnTrack(track, pose, start);
+  progress_.position = PlaceOnTrack(track, pose.x_m, pose.y_m, start);
+  yaw_rad_ = pose.yaw_rad;
   const double s = progress_.position.s_m;
   progress_.distance_m = s < length / 2 ? s : s - length;
   // A start past the first sectors' ends: those sectors of lap 1 take no time.
@@ -18,6 +19,12 @@ LapTracker::LapTracker(const TrackGeometry& track, const Pose2& pose) : track_(&
     progress_.sector_times_s.push_back(0.0);
     ++progress_.sector;
   }
+}
+
+LapProgress LapTracker::Reading() const {
+  LapProgress reading = progress_;
+  reading.position.heading_rad = HeadingOnTrack(*track_, progress_.position.segment, yaw_rad_);
+  return reading;
 }
 
 double LapTracker::NextBoundary() const {
@@ -35,7 +42,9 @@ void LapTracker::Update(const Pose2& pose, double dt_s, std::vector<LapEvent>* e
     progress_.lap_time_s = progress_.total_time_s - lap_started_s_;
     return;
   }
-  const TrackPosition position = PositionOnTrack(*track_, pose, progress_.position.segment);
+  const TrackPosition position =
+      PlaceOnTrack(*track_, pose.x_m, pose.y_m, progress_.position.segment);
+  yaw_rad_ = pose.yaw_rad;
   // The change of arc length the short way round.
   double delta = position.s_m - progress_.position.s_m;
   if (delta > length / 2) {

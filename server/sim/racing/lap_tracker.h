@@ -65,7 +65,12 @@ class LapTracker {
   // (the time passes). Between two updates a vehicle must move less than half a lap.
   void Update(const Pose2& pose, double dt_s, std::vector<LapEvent>* events = nullptr);
 
+  // What the updates keep: all but position.heading_rad (0), which counting laps does not
+  // need (its arctangent would be half the cost of an update).
   const LapProgress& progress() const { return progress_; }
+  // progress() with position.heading_rad: the heading at the last update relative to the
+  // track's axis there.
+  LapProgress Reading() const;
 
  private:
   // The distance at which the sector in progress ends.
@@ -75,6 +80,7 @@ class LapTracker {
   LapProgress progress_;
   double lap_started_s_ = 0.0;      // When the lap in progress started.
   double sector_started_s_ = 0.0;   // When the sector in progress started.
+  double yaw_rad_ = 0.0;            // The last update's (finite) heading.
 };
 
 }  // namespace pitlane::sim

@@ -109,10 +109,10 @@ TEST(TrackGeometry, SectorsAreCheckedNamingTheirIndex) {
            {0.5}, {150.0, 150.5}, {200.0, 100.0}, {299.5}, {NAN}, {1e300}}) {
     const absl::Status status = MakeTrackGeometry(route, bad).status();
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(status.message(), HasSubstr("sectors["));
+    EXPECT_THAT(status.message(), HasSubstr("sector_starts_m["));
   }
   EXPECT_THAT(MakeTrackGeometry(route, std::vector<double>(kMaxSectors, 10.0)).status().message(),
-              HasSubstr("sectors: at most"));
+              HasSubstr("sector_starts_m: at most"));
 }
 
 TEST(TrackPosition, ArcLengthOffsetAndHeading) {

@@ -196,7 +196,7 @@ absl::StatusOr<TrackGeometry> MakeTrackGeometry(const RouteParams& route,
   }
   if (sector_starts_m.size() + 1 > kMaxSectors) {
     return absl::InvalidArgumentError(
-        absl::StrCat("sectors: at most ", kMaxSectors - 1, " boundaries, got ",
+        absl::StrCat("sector_starts_m: at most ", kMaxSectors - 1, " boundaries, got ",
                      sector_starts_m.size()));
   }
   double previous = 0.0;
@@ -204,7 +204,7 @@ absl::StatusOr<TrackGeometry> MakeTrackGeometry(const RouteParams& route,
     const double s = sector_starts_m[k];
     if (!(s >= previous + 1.0) || !(s <= route.length_m - 1.0)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "sectors[", k, "]: must be at least 1 m past the line and the sector before it and 1 m "
+          "sector_starts_m[", k, "]: must be at least 1 m past the line and the sector before it and 1 m "
           "before the line again (the track is ", route.length_m, " m long), got ", s));
     }
     previous = s;
@@ -260,16 +260,24 @@ absl::StatusOr<TrackGeometry> MakeTrackGeometry(const RouteParams& route,
   return track;
 }
 
-TrackPosition PositionOnTrack(const TrackGeometry& track, const Pose2& pose, std::uint32_t hint) {
-  const RouteProjection projection =
-      ProjectOntoRouteFrom(track.route, pose.x_m, pose.y_m, hint);
-  const RouteVertex& v = track.route.vertices[projection.segment];
+TrackPosition PlaceOnTrack(const TrackGeometry& track, double x_m, double y_m, std::uint32_t hint) {
+  const RouteProjection projection = ProjectOntoRouteFrom(track.route, x_m, y_m, hint);
   TrackPosition position;
   position.segment = projection.segment;
   position.s_m = WrapArcLength(track.route, projection.s_m);
   position.lateral_m = projection.cross_track_m;
-  position.heading_rad = WrapToPi(pose.yaw_rad - Atan2(v.dir_y, v.dir_x));
   position.on_track = std::abs(position.lateral_m) <= track.half_width_m;
+  return position;
+}
+
+double HeadingOnTrack(const TrackGeometry& track, std::uint32_t segment, double yaw_rad) {
+  const RouteVertex& v = track.route.vertices[segment];
+  return WrapToPi(yaw_rad - Atan2(v.dir_y, v.dir_x));
+}
+
+TrackPosition PositionOnTrack(const TrackGeometry& track, const Pose2& pose, std::uint32_t hint) {
+  TrackPosition position = PlaceOnTrack(track, pose.x_m, pose.y_m, hint);
+  position.heading_rad = HeadingOnTrack(track, position.segment, pose.yaw_rad);
   return position;
 }
 

@@ -61,7 +61,7 @@ inline constexpr double kMinTrackLength_m = 10.0;
 // less than 170 degrees at any point, and nowhere bending so tightly that an inside edge would
 // fold over itself (about: a radius above half the width). `sector_starts_m`: ascending, each
 // in (0, length) and at least 1 m from its neighbours and the line; at most kMaxSectors - 1.
-// InvalidArgument naming the field ("closed: ...", "points[7]: ...", "sectors[2]: ...").
+// InvalidArgument naming the field ("closed: ...", "points[7]: ...", "sector_starts_m[2]: ...").
 absl::StatusOr<TrackGeometry> MakeTrackGeometry(const RouteParams& route,
                                                 absl::Span<const double> sector_starts_m);
 
@@ -78,6 +78,11 @@ struct TrackPosition {
 // `pose` on `track`, the nearest centre-line point found by walking from segment `hint`
 // (continuous as a vehicle moves; see ProjectOntoRouteFrom).
 TrackPosition PositionOnTrack(const TrackGeometry& track, const Pose2& pose, std::uint32_t hint);
+// The same without heading_rad (left 0): what counting laps needs, without the arctangent
+// that is half its cost.
+TrackPosition PlaceOnTrack(const TrackGeometry& track, double x_m, double y_m, std::uint32_t hint);
+// Heading `yaw_rad` minus the direction of the centre line's `segment`, (-pi, pi].
+double HeadingOnTrack(const TrackGeometry& track, std::uint32_t segment, double yaw_rad);
 
 // The distance from (x, y) along the unit direction (dx, dy) to the first edge segment the
 // beam meets within `range_m` (its start included); `range_m` if none, or if any of them is

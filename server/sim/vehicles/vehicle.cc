@@ -192,6 +192,7 @@ absl::Status CheckSensors(const VehicleSpec& spec) {
         CheckPositive("range_scan.field_of_view_rad", scan.field_of_view_rad, kTwoPi));
     RETURN_IF_ERROR(CheckPositive("range_scan.max_range_m", scan.max_range_m, kMaxSensorRange_m));
   }
+  if (spec.track_sensor.has_value()) RETURN_IF_ERROR(ValidateTrackSensorSpec(*spec.track_sensor));
   if (spec.nearest_objects.has_value()) {
     const NearestObjectsSpec& nearest = *spec.nearest_objects;
     if (nearest.count < 1 || nearest.count > kMaxNearestObjects) {
@@ -222,6 +223,9 @@ absl::Status ResolveVehicleSpec(VehicleSpec& spec) {
       CheckInRange("initial_pose.y_m", spec.initial_pose.y_m, -kMaxCoordinate_m, kMaxCoordinate_m));
   RETURN_IF_ERROR(CheckFinite("initial_pose.yaw_rad", spec.initial_pose.yaw_rad));
   RETURN_IF_ERROR(CheckSensors(spec));
+  if (spec.track_sensor.has_value() && spec.track_sensor->beam_angles_rad.empty()) {
+    spec.track_sensor->beam_angles_rad = DefaultTrackBeamAngles();  // TORCS's 19.
+  }
   RETURN_IF_ERROR(
       std::visit([&spec](auto& model) { return ResolveModel(spec, model); }, spec.model));
   const ModelKind kind = ModelKindOf(spec.model);

@@ -14,6 +14,7 @@
 #include "server/sim/world/ids.h"
 #include "server/sim/vehicles/axle_drive.h"
 #include "server/sim/drivers/driver_spec.h"
+#include "server/sim/racing/track_sensors.h"
 #include "server/sim/vehicles/force_based.h"
 #include "server/sim/vehicles/four_wheel.h"
 #include "server/sim/vehicles/model_common.h"
@@ -107,6 +108,13 @@ struct VehicleSpec {
   // Sensors, off unless set: large worlds pay only for the vehicles that sense.
   std::optional<RangeScanSpec> range_scan = {};
   std::optional<NearestObjectsSpec> nearest_objects = {};
+  // The route whose track this vehicle's progress is timed on (laps, lap times; World::
+  // TrackReadings): it must be a race track (World::params().tracks). Unset: its route
+  // follower's route when that is a race track, else the world's first race track, else none.
+  std::optional<std::uint32_t> timing_route = {};
+  // Track sensors on that track (racing/track_sensors.h), off unless set; the vehicle must be
+  // timed on a track.
+  std::optional<TrackSensorSpec> track_sensor = {};
   // A built-in driver (drivers.h), which then sets the vehicle's controls every tick: clients
   // cannot (World::SetInputs fails). Unset: clients drive it.
   std::optional<DriverSpec> driver = {};

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -171,10 +172,27 @@ absl::StatusOr<World> World::Create(const WorldSpec& spec, IdCounters first_ids)
                                                    " points over all routes, got ", points));
   }
   std::vector<RouteParams> routes;
+  std::vector<std::shared_ptr<const TrackGeometry>> tracks(spec.routes.size());
   routes.reserve(spec.routes.size());
   for (std::size_t i = 0; i < spec.routes.size(); ++i) {
+    const std::string field = absl::StrCat("routes[", i, "]");
     absl::StatusOr<RouteParams> route = MakeRouteParams(spec.routes[i]);
-    if (!route.ok()) return PrefixField(absl::StrCat("routes[", i, "]"), route.status());
+    if (!route.ok()) return PrefixField(field, route.status());
+    const std::vector<double>& sectors = spec.routes[i].sector_starts_m;
+    if (!route->closed && !sectors.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".sector_starts_m: only a closed route is raced as a track with sectors"));
+    }
+    // Every closed route that can be raced is a track; one that cannot (too short, too
+    // tight for its width) is not, unless it was given sectors: then why is an error.
+    if (route->closed) {
+      absl::StatusOr<TrackGeometry> track = MakeTrackGeometry(*route, sectors);
+      if (track.ok()) {
+        tracks[i] = std::make_shared<const TrackGeometry>(*std::move(track));
+      } else if (!sectors.empty()) {
+        return PrefixField(field, track.status());
+      }
+    }
     routes.push_back(*std::move(route));
   }
   return World(WorldParams{
@@ -186,6 +204,7 @@ absl::StatusOr<World> World::Create(const WorldSpec& spec, IdCounters first_ids)
       .collision_policy = spec.collision_policy,
       .bounds = spec.bounds,
       .routes = std::move(routes),
+      .tracks = std::move(tracks),
       .first_ids = first_ids,
   });
 }
@@ -203,6 +222,7 @@ absl::StatusOr<std::vector<VehicleId>> World::Spawn(absl::Span<const VehicleSpec
                                  "driver.route_follower.route: no route ", follower->route,
                                  " (the world has ", params_.routes.size(), ")")));
     }
+    RETURN_IF_ERROR(IndexedError(i, ResolveTimingRoute(resolved[i])));
   }
   if (vehicle_count() + resolved.size() > params_.max_vehicles) {
     return absl::ResourceExhaustedError(
@@ -214,11 +234,13 @@ absl::StatusOr<std::vector<VehicleId>> World::Spawn(absl::Span<const VehicleSpec
   std::uint64_t slots = state_.nearest_object_slots;
   for (const VehicleSpec& spec : resolved) {
     beams += spec.range_scan.has_value() ? spec.range_scan->beam_count : 0;
+    beams += spec.track_sensor.has_value() ? spec.track_sensor->beam_angles_rad.size() : 0;
     slots += spec.nearest_objects.has_value() ? spec.nearest_objects->count : 0;
   }
   if (beams > kMaxScanBeamsPerWorld) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "vehicles: the session's range scans would total ", beams, " beams, above its limit of ",
+        "vehicles: the session's range scans and track sensors would total ", beams,
+        " beams, above its limit of ",
         kMaxScanBeamsPerWorld));
   }
   if (slots > kMaxNearestObjectsPerWorld) {
@@ -250,6 +272,13 @@ absl::StatusOr<std::vector<VehicleId>> World::Spawn(absl::Span<const VehicleSpec
                                       DriverViewOf(table, row));
       }
     }
+    if (spec.timing_route.has_value()) {
+      state_.timed.push_back(TimedVehicle{
+          .row = row,
+          .route = *spec.timing_route,
+          .tracker = LapTracker(*params_.tracks[*spec.timing_route], table.PoseAt(row)),
+      });
+    }
     ids.push_back(id);
   }
   cell_size_stale_ = vehicle_grid_stale_ = true;
@@ -265,6 +294,7 @@ absl::Status World::Remove(VehicleId id) {
   const auto row = static_cast<std::uint32_t>(found);
   const VehicleSpec& spec = table.specs[row];
   state_.scan_beams -= spec.range_scan.has_value() ? spec.range_scan->beam_count : 0;
+  state_.scan_beams -= spec.track_sensor.has_value() ? spec.track_sensor->beam_angles_rad.size() : 0;
   state_.nearest_object_slots -= spec.nearest_objects.has_value() ? spec.nearest_objects->count : 0;
   const ModelKind kind = table.kinds[row];
   const std::uint32_t slot = table.slots[row];
@@ -280,6 +310,8 @@ absl::Status World::Remove(VehicleId id) {
   const std::ptrdiff_t driver = DriverOf(row);
   if (driver >= 0) state_.drivers.erase(state_.drivers.begin() + driver);
   for (DrivenVehicle& driven : state_.drivers) driven.row -= driven.row > row ? 1 : 0;
+  std::erase_if(state_.timed, [row](const TimedVehicle& timed) { return timed.row == row; });
+  for (TimedVehicle& timed : state_.timed) timed.row -= timed.row > row ? 1 : 0;
   cell_size_stale_ = vehicle_grid_stale_ = true;
   return absl::OkStatus();
 }
@@ -544,6 +576,16 @@ void World::Step(std::vector<ContactEvent>* transitions) {
   }
   state_.contacts_dropped = scene_.contacts_dropped;
 
+  // Progress on the tracks, from where the vehicles ended the tick.
+  lap_events_.clear();
+  for (TimedVehicle& timed : state_.timed) {
+    lap_scratch_.clear();
+    timed.tracker.Update(table.PoseAt(timed.row), params_.dt_s, &lap_scratch_);
+    for (const LapEvent& event : lap_scratch_) {
+      lap_events_.push_back({.id = table.ids[timed.row], .route = timed.route, .event = event});
+    }
+  }
+
   // Events, and the clock.
   ++state_.tick;
   transitions_.clear();
@@ -561,6 +603,63 @@ std::optional<World::Motion> World::MotionOf(VehicleId id) const {
   const std::ptrdiff_t row = state_.vehicles.Find(id);
   if (row < 0) return std::nullopt;
   return Motion{.kind = state_.vehicles.kinds[row], .speed_mps = state_.vehicles.speed_mps[row]};
+}
+
+absl::Status World::ResolveTimingRoute(VehicleSpec& spec) const {
+  const auto is_track = [this](std::uint32_t route) {
+    return route < params_.tracks.size() && params_.tracks[route] != nullptr;
+  };
+  if (spec.timing_route.has_value()) {
+    const std::uint32_t route = *spec.timing_route;
+    if (route >= params_.routes.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("timing_route: no route ", route,
+                                                     " (the world has ", params_.routes.size(),
+                                                     ")"));
+    }
+    if (!is_track(route)) {
+      // Why it is not one: the geometry's own reason.
+      const absl::Status why =
+          MakeTrackGeometry(params_.routes[route], {}).status();
+      return absl::InvalidArgumentError(absl::StrCat("timing_route: route ", route,
+                                                     " is not a race track: ", why.message()));
+    }
+  } else {
+    const auto* follower =
+        spec.driver.has_value() ? std::get_if<RouteFollowerSpec>(&*spec.driver) : nullptr;
+    if (follower != nullptr && is_track(follower->route)) {
+      spec.timing_route = follower->route;
+    } else {
+      for (std::uint32_t route = 0; route < params_.tracks.size(); ++route) {
+        if (is_track(route)) {
+          spec.timing_route = route;
+          break;
+        }
+      }
+    }
+  }
+  if (spec.track_sensor.has_value() && !spec.timing_route.has_value()) {
+    return absl::InvalidArgumentError(
+        "track_sensor: the vehicle is timed on no track (the world has no closed route that "
+        "can be raced); track sensors read the edges of that track");
+  }
+  return absl::OkStatus();
+}
+
+std::vector<VehicleTrackReading> World::TrackReadings() const {
+  const VehicleTable& table = state_.vehicles;
+  std::vector<VehicleTrackReading> readings;
+  readings.reserve(state_.timed.size());
+  for (const TimedVehicle& timed : state_.timed) {
+    VehicleTrackReading& reading = readings.emplace_back(VehicleTrackReading{
+        .id = table.ids[timed.row], .route = timed.route, .progress = timed.tracker.Reading()});
+    const VehicleSpec& spec = table.specs[timed.row];
+    if (spec.track_sensor.has_value()) {
+      reading.sensor = ReadTrackSensors(*params_.tracks[timed.route], reading.progress.position,
+                                        table.PoseAt(timed.row), spec.track_sensor->beam_angles_rad,
+                                        spec.track_sensor->range_m);
+    }
+  }
+  return readings;
 }
 
 MotionColumns World::MotionSnapshot() const {

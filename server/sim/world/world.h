@@ -6,6 +6,7 @@
 #define PITLANE_SERVER_SIM_WORLD_WORLD_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -16,6 +17,9 @@
 #include "server/sim/collision/collision_stage.h"
 #include "server/sim/collision/contacts.h"
 #include "server/sim/drivers/drivers.h"
+#include "server/sim/racing/lap_tracker.h"
+#include "server/sim/racing/readings.h"
+#include "server/sim/racing/track_sensors.h"
 #include "server/sim/vehicles/fleet.h"
 #include "server/sim/world/obstacle.h"
 #include "server/sim/vehicles/vehicle.h"
@@ -69,6 +73,9 @@ struct WorldParams {
   CollisionPolicy collision_policy = CollisionPolicy::kReport;
   std::optional<WorldBounds> bounds = {};
   std::vector<RouteParams> routes;  // The spec's routes with their geometry precomputed.
+  // Per route, its race track (racing/track.h: a closed route that can be raced, with its
+  // sectors), or null. Immutable and shared: lap trackers point into them.
+  std::vector<std::shared_ptr<const TrackGeometry>> tracks;
   // The first ids of this world: 1, or the next ids of a world it replaces.
   IdCounters first_ids;
 };
@@ -81,6 +88,13 @@ struct DrivenVehicle {
   RouteFollowerState route;  // Route followers only.
   DriverSpec spec;           // As resolved at spawn.
   DriverVehicleParams vehicle;
+};
+
+// A vehicle timed on a race track: its laps and lap times since it was spawned.
+struct TimedVehicle {
+  std::uint32_t row = 0;    // The vehicle's row in the VehicleTable.
+  std::uint32_t route = 0;  // The track's route.
+  LapTracker tracker;
 };
 
 // The state of a world: everything that changes as it runs.
@@ -96,7 +110,11 @@ struct WorldState {
   std::uint64_t contacts_dropped = 0;
   // The vehicles with a built-in driver, by ascending id (so by ascending row).
   std::vector<DrivenVehicle> drivers;
-  // Totals over the vehicles alive: range_scan.beam_count and nearest_objects.count.
+  // The vehicles timed on a race track, by ascending id (so by ascending row). Derived from
+  // their poses since they were spawned, so not hashed.
+  std::vector<TimedVehicle> timed;
+  // Totals over the vehicles alive: range_scan.beam_count plus the track sensors' beams, and
+  // nearest_objects.count.
   std::uint64_t scan_beams = 0;
   std::uint64_t nearest_object_slots = 0;
 };
@@ -181,6 +199,11 @@ class World {
 
   // Every vehicle alive, by ascending id, with the readings of the sensors it carries.
   std::vector<VehicleSnapshot> Snapshot() const;
+  // The timed vehicles' progress on their tracks, and their track sensors' readings, by
+  // ascending id.
+  std::vector<VehicleTrackReading> TrackReadings() const;
+  // The laps and sectors completed in the last step, by vehicle id then time.
+  const std::vector<VehicleLapEvent>& lap_events() const { return lap_events_; }
   // Where every vehicle alive is and how fast it goes, the same numbers as Snapshot's poses,
   // speeds and crashed flags: columns copied whole, without visiting the models (a fifth of a
   // Snapshot's bytes).
@@ -199,6 +222,9 @@ class World {
     state_.next_ids = params_.first_ids;
   }
 
+  // Checks `spec`'s timing_route (a race track of this world), or sets the default one.
+  // InvalidArgument naming the field ("timing_route", "track_sensor").
+  absl::Status ResolveTimingRoute(VehicleSpec& spec) const;
   // The drivers' stage of Step: every driven vehicle's controls for the coming tick.
   void DriveVehicles();
   // Index into state_.drivers of the vehicle at table row `row`, or -1 if no driver drives it.
@@ -224,6 +250,8 @@ class World {
   std::vector<EarlyContact> early_contacts_;
   std::vector<ContactEvent> transitions_;
   std::vector<RouteOccupant> occupants_;
+  std::vector<VehicleLapEvent> lap_events_;
+  std::vector<LapEvent> lap_scratch_;
   std::vector<std::optional<RouteLeader>> leaders_;
 };
 

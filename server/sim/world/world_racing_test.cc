@@ -1,0 +1,235 @@
+// Race tracks in a world: which routes are tracks, which track each vehicle is timed on, its
+// laps as the world steps it, its track sensors, and what removing a vehicle leaves.
+#include <cmath>
+#include <numbers>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/sim/world/world.h"
+
+namespace pitlane::sim {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr double kRadius_m = 100.0;
+constexpr double kTickRate_hz = 50.0;
+
+// A circle of radius kRadius_m as a closed polygon of `n` points, counter-clockwise from
+// (0, 0) heading +x (its centre at (0, kRadius_m)).
+Route Circle(int n = 72, std::vector<double> sectors = {}) {
+  Route route{.closed = true, .lane_width_m = 10.0, .sector_starts_m = std::move(sectors)};
+  for (int k = 0; k < n; ++k) {
+    const double theta = -std::numbers::pi / 2 + 2 * std::numbers::pi * k / n;
+    route.points.push_back({kRadius_m * std::cos(theta), kRadius_m + kRadius_m * std::sin(theta)});
+  }
+  return route;
+}
+
+Route Straight() { return Route{.points = {{0, -300}, {500, -300}}}; }
+
+World MakeWorld(std::vector<Route> routes) {
+  absl::StatusOr<World> world = World::Create(
+      {.tick_rate_hz = kTickRate_hz, .max_vehicles = 10, .routes = std::move(routes)});
+  EXPECT_TRUE(world.ok()) << world.status();
+  return *std::move(world);
+}
+
+// A physics body that circles at `speed_mps` with the yaw rate that closes a circle of
+// kRadius_m: it is back where it started every 2 pi r / v seconds, whatever its integration
+// does to the radius.
+VehicleSpec Circler(double speed_mps) {
+  VehicleSpec spec;
+  spec.model = PhysicsBodySpec{.drag_factor_per_frame = 1.0};
+  spec.initial_speed_mps = speed_mps;
+  return spec;
+}
+VehicleInput CirclerInput(VehicleId id, double speed_mps) {
+  return {.id = id, .target_speed_mps = speed_mps, .yaw_rate_radps = speed_mps / kRadius_m};
+}
+
+TEST(WorldRacing, ClosedRoutesThatCanBeRacedAreTracks) {
+  World world = MakeWorld({Straight(), Circle(), Route{.points = {{0, 0}, {2, 0}, {2, 2}},
+                                                       .closed = true}});
+  ASSERT_EQ(world.params().tracks.size(), 3u);
+  EXPECT_EQ(world.params().tracks[0], nullptr);  // Open.
+  ASSERT_NE(world.params().tracks[1], nullptr);
+  EXPECT_EQ(world.params().tracks[2], nullptr);  // 6.8 m round: shorter than a track may be.
+
+  // Sectors only on a closed route, each checked.
+  const auto error = [](std::vector<Route> routes) {
+    return World::Create({.routes = std::move(routes)}).status();
+  };
+  Route open_with_sectors = Straight();
+  open_with_sectors.sector_starts_m = {100.0};
+  EXPECT_THAT(error({Circle(), open_with_sectors}).message(),
+              HasSubstr("routes[1].sector_starts_m: only a closed route"));
+  EXPECT_THAT(error({Circle(72, {200.0, 100.0})}).message(),
+              HasSubstr("routes[0].sector_starts_m[1]: must be at least 1 m past"));
+  Route tiny = Route{.points = {{0, 0}, {2, 0}, {2, 2}}, .closed = true, .sector_starts_m = {1.5}};
+  EXPECT_THAT(error({tiny}).message(), HasSubstr("routes[0].points: a track must be at least"));
+}
+
+TEST(WorldRacing, EachVehicleIsTimedOnItsTrack) {
+  Route second = Circle(36);
+  for (RoutePoint& p : second.points) p.x_m += 1000.0;
+  World world = MakeWorld({Straight(), Circle(), second});
+  VehicleSpec plain;  // The world's first track.
+  VehicleSpec follower;  // Its route's track.
+  follower.driver = RouteFollowerSpec{.route = 2};
+  follower.initial_pose = {.x_m = 1000.0};
+  VehicleSpec named;
+  named.timing_route = 2;
+  VehicleSpec on_straight;  // Follows a route that is no track: the first track.
+  on_straight.driver = RouteFollowerSpec{.route = 0};
+  on_straight.initial_pose = {.y_m = -300.0};
+  ASSERT_TRUE(world.Spawn({plain, follower, named, on_straight}).ok());
+  std::vector<std::pair<VehicleId, std::uint32_t>> timed;
+  for (const VehicleTrackReading& reading : world.TrackReadings()) {
+    timed.emplace_back(reading.id, reading.route);
+    EXPECT_FALSE(reading.sensor.has_value());
+  }
+  EXPECT_THAT(timed, ElementsAre(std::pair{1u, 1u}, std::pair{2u, 2u}, std::pair{3u, 2u},
+                                 std::pair{4u, 1u}));
+
+  // A route that is not a track, or none: the field and why. Nothing spawned.
+  for (const std::uint32_t route : {0u, 7u}) {
+    VehicleSpec bad;
+    bad.timing_route = route;
+    const absl::Status status = world.Spawn({VehicleSpec{}, bad}).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(status.message(), HasSubstr("[1].timing_route: "));
+  }
+  VehicleSpec scanning;
+  scanning.track_sensor = TrackSensorSpec{.beam_angles_rad = {0.0, 4.0}};
+  EXPECT_THAT(world.Spawn({scanning}).status().message(),
+              HasSubstr("track_sensor.beam_angles_rad[1]"));
+  EXPECT_EQ(world.vehicle_count(), 4u);
+
+  // No track in the world: nobody is timed, and track sensors have nothing to read.
+  World trackless = MakeWorld({Straight()});
+  ASSERT_TRUE(trackless.Spawn({VehicleSpec{}}).ok());
+  EXPECT_TRUE(trackless.TrackReadings().empty());
+  scanning.track_sensor = TrackSensorSpec{};
+  EXPECT_THAT(trackless.Spawn({scanning}).status().message(),
+              HasSubstr("track_sensor: the vehicle is timed on no track"));
+}
+
+// Lap time = 2 pi r / v for a car going round at constant speed, to well within a tick (the
+// line's crossing is interpolated within its tick); sector splits by the same rule.
+TEST(WorldRacing, LapsOfACarAtConstantSpeedTakeTheirClosedFormTime) {
+  // Sectors at a quarter and a half of the polygon's length.
+  const World probe = MakeWorld({Circle()});
+  const double length = probe.params().routes[0].length_m;
+  World world = MakeWorld({Circle(72, {length / 4, length / 2})});
+  constexpr double kSpeed = 20.0;
+  const absl::StatusOr<std::vector<VehicleId>> ids = world.Spawn({Circler(kSpeed)});
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  ASSERT_TRUE(world.SetInputs({CirclerInput((*ids)[0], kSpeed)}).ok());
+  const double lap_s = 2 * std::numbers::pi * kRadius_m / kSpeed;  // 31.4 s.
+  std::vector<VehicleLapEvent> events;
+  while (world.sim_time_s() < 2.5 * lap_s) {
+    world.Step();
+    events.insert(events.end(), world.lap_events().begin(), world.lap_events().end());
+  }
+  const std::vector<VehicleTrackReading> readings = world.TrackReadings();
+  ASSERT_EQ(readings.size(), 1u);
+  const LapProgress& progress = readings[0].progress;
+  EXPECT_EQ(progress.laps_completed, 2u);
+  const double dt = 1.0 / kTickRate_hz;
+  // The car's circle is not the polygon: the crossing's interpolation errs by the polygon's
+  // sag over a tick's travel, far below a tick.
+  ASSERT_TRUE(progress.last_lap_s.has_value());
+  EXPECT_NEAR(*progress.last_lap_s, lap_s, 0.05 * dt);
+  EXPECT_NEAR(*progress.best_lap_s, lap_s, 0.05 * dt);
+  EXPECT_NEAR(progress.lap_time_s, 0.5 * lap_s, 2 * dt);
+  EXPECT_TRUE(progress.position.on_track);
+  EXPECT_EQ(progress.off_track_count, 0u);
+  // 3 sectors a lap, each ended by an event, the last with the lap's; the first lap's at
+  // its time.
+  std::vector<std::pair<LapEvent::Kind, std::uint32_t>> kinds;
+  for (const VehicleLapEvent& event : events) {
+    EXPECT_EQ(event.id, (*ids)[0]);
+    kinds.emplace_back(event.event.kind, event.event.sector);
+  }
+  using enum LapEvent::Kind;
+  EXPECT_THAT(kinds, ElementsAre(std::pair{kSector, 0u}, std::pair{kSector, 1u},
+                                 std::pair{kSector, 2u}, std::pair{kLap, 2u},
+                                 std::pair{kSector, 0u}, std::pair{kSector, 1u},
+                                 std::pair{kSector, 2u}, std::pair{kLap, 2u},
+                                 std::pair{kSector, 0u}));
+  EXPECT_NEAR(events[3].event.time_s, lap_s, 0.05 * dt);
+  EXPECT_NEAR(events[3].event.duration_s, lap_s, 0.05 * dt);
+  // The polygon is regular: a quarter of its length is a quarter of a turn. The car's circle
+  // is the track's moved by up to half a tick's travel (its integration turns before it
+  // moves), so each boundary is crossed up to half a tick early or late: a sector's time is
+  // within a tick of its share of the lap (the lap itself ends where it began: exact).
+  EXPECT_NEAR(events[0].event.duration_s, lap_s / 4, dt);
+  EXPECT_NEAR(events[1].event.duration_s, lap_s / 4, dt);
+  EXPECT_NEAR(events[2].event.duration_s, lap_s / 2, dt);
+  EXPECT_NEAR(events[0].event.duration_s + events[1].event.duration_s +
+                  events[2].event.duration_s, lap_s, 0.05 * dt);
+  EXPECT_THAT(progress.last_sector_times_s.size(), 3u);
+}
+
+// The track sensors the world reads are those of the geometry for the vehicle's pose; a
+// removed vehicle takes its tracker with it and leaves the others' alone.
+TEST(WorldRacing, TrackSensorsAndRemovalsKeepEveryReadingWithItsVehicle) {
+  World world = MakeWorld({Circle()});
+  VehicleSpec plain = Circler(10.0);
+  VehicleSpec sensing = Circler(10.0);
+  sensing.track_sensor = TrackSensorSpec{};  // TORCS's 19 beams.
+  sensing.initial_pose = {.x_m = 30.0, .y_m = 2.0, .yaw_rad = 0.1};
+  const absl::StatusOr<std::vector<VehicleId>> ids = world.Spawn({plain, sensing, plain});
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  for (const VehicleId id : *ids) ASSERT_TRUE(world.SetInputs({CirclerInput(id, 10.0)}).ok());
+  for (int tick = 0; tick < 100; ++tick) world.Step();
+  const std::vector<VehicleTrackReading> before = world.TrackReadings();
+  ASSERT_EQ(before.size(), 3u);
+  ASSERT_TRUE(before[1].sensor.has_value());
+  EXPECT_FALSE(before[0].sensor.has_value());
+  const std::ptrdiff_t row = world.state().vehicles.Find((*ids)[1]);
+  const TrackSensorReading oracle =
+      ReadTrackSensors(*world.params().tracks[0], before[1].progress.position,
+                       world.state().vehicles.PoseAt(row), DefaultTrackBeamAngles(), 200.0);
+  EXPECT_EQ(before[1].sensor->edge_distances_m, oracle.edge_distances_m);
+  EXPECT_EQ(before[1].sensor->edge_distances_m.size(), 19u);
+  EXPECT_EQ(before[1].sensor->angle_rad, oracle.angle_rad);
+  // The heading relative to the track's axis, against libm's arctangent.
+  const RouteVertex& axis = world.params().tracks[0]->route.vertices[before[1].progress.position.segment];
+  double expected = world.state().vehicles.yaw_rad[row] - std::atan2(axis.dir_y, axis.dir_x);
+  expected = std::remainder(expected, 2 * std::numbers::pi);
+  EXPECT_NEAR(before[1].progress.position.heading_rad, expected, 1e-12);
+  EXPECT_NEAR(before[1].sensor->angle_rad, expected, 1e-12);
+  EXPECT_NE(expected, 0.0);
+  EXPECT_EQ(before[1].sensor->track_position, oracle.track_position);
+  const std::uint64_t beams = world.state().scan_beams;
+  EXPECT_EQ(beams, 19u);
+
+  // The same world, stepped on without a removal (the vehicles do not meet: the others' laps
+  // are their own).
+  World twin = world;
+  ASSERT_TRUE(world.Remove((*ids)[0]).ok());
+  for (int tick = 0; tick < 50; ++tick) {
+    world.Step();
+    twin.Step();
+  }
+  const std::vector<VehicleTrackReading> after = world.TrackReadings();
+  const std::vector<VehicleTrackReading> unremoved = twin.TrackReadings();
+  ASSERT_EQ(after.size(), 2u);
+  ASSERT_EQ(unremoved.size(), 3u);
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    EXPECT_EQ(after[i].id, (*ids)[i + 1]);
+    EXPECT_EQ(after[i].progress.distance_m, unremoved[i + 1].progress.distance_m);
+    EXPECT_EQ(after[i].progress.position.lateral_m, unremoved[i + 1].progress.position.lateral_m);
+    EXPECT_EQ(after[i].sensor.has_value(), i == 0);
+  }
+  EXPECT_GT(after[0].progress.distance_m, before[1].progress.distance_m + 9.0);  // 1 s at 10 m/s.
+  ASSERT_TRUE(world.Remove((*ids)[1]).ok());
+  EXPECT_EQ(world.state().scan_beams, 0u);
+}
+
+}  // namespace
+}  // namespace pitlane::sim
