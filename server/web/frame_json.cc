@@ -500,6 +500,40 @@ std::string TelemetryJson(const session::Frame& frame, const sim::VehicleSnapsho
     }
     out.append("]}");
   }
+  const auto reading = std::lower_bound(
+      frame.track.begin(), frame.track.end(), vehicle.id,
+      [](const sim::VehicleTrackReading& r, sim::VehicleId id) { return r.id < id; });
+  if (reading != frame.track.end() && reading->id == vehicle.id) {
+    // Its progress on its race track (docs/racing.md): lap timers to plot.
+    const sim::LapProgress& progress = reading->progress;
+    out.append(",\"track_progress\":{\"track\":");
+    AppendString(frame.track_names != nullptr && reading->route < frame.track_names->size()
+                     ? (*frame.track_names)[reading->route]
+                     : "",
+                 &out);
+    const auto field = [&out](const char* key, double value) {
+      out.push_back(',');
+      Key(key, &out);
+      AppendNumber(value, &out);
+    };
+    const auto count = [&out](const char* key, std::uint64_t value) {
+      out.push_back(',');
+      Key(key, &out);
+      AppendInteger(value, &out);
+    };
+    field("distance_m", progress.distance_m);
+    field("lateral_m", progress.position.lateral_m);
+    count("laps_completed", progress.laps_completed);
+    count("sector", progress.sector);
+    field("lap_time_s", progress.lap_time_s);
+    if (progress.last_lap_s.has_value()) field("last_lap_s", *progress.last_lap_s);
+    if (progress.best_lap_s.has_value()) field("best_lap_s", *progress.best_lap_s);
+    count("off_track_count", progress.off_track_count);
+    field("off_track_s", progress.off_track_s);
+    out.append(",\"on_track\":");
+    out.append(progress.position.on_track ? "true" : "false");
+    out.push_back('}');
+  }
   out.push_back('}');
   return out;
 }
@@ -717,7 +751,15 @@ const std::string& VehicleTelemetrySchema() {
                 R"("controls":{"type":"object","additionalProperties":{"type":"number"}},)"
                 R"("range_scan":{"type":"object","properties":{"angle_min_rad":{"type":"number"},)"
                 R"("angle_increment_rad":{"type":"number"},)"
-                R"("ranges_m":{"type":"array","items":{"type":["number","null"]}}}}}})");
+                R"("ranges_m":{"type":"array","items":{"type":["number","null"]}}}},)"
+                R"("track_progress":{"type":"object","properties":{"track":{"type":"string"},)");
+    for (const char* key : {"distance_m", "lateral_m", "lap_time_s", "last_lap_s", "best_lap_s",
+                            "off_track_s"}) {
+      absl::StrAppend(&text, "\"", key, "\":{\"type\":\"number\"},");
+    }
+    text.append(R"("laps_completed":{"type":"integer"},"sector":{"type":"integer"},)"
+                R"("off_track_count":{"type":"integer"},"on_track":{"type":"boolean"}},)"
+                R"("required":["track","distance_m","laps_completed","lap_time_s","on_track"]}}})");
     return new std::string(std::move(text));
   }();
   return *schema;

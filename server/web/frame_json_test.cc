@@ -131,6 +131,42 @@ TEST(TelemetryJsonTest, EveryFieldWithItsUnit) {
   EXPECT_EQ(telemetry["crashed"], false);
   // single_track's controls: an acceleration and a steering angle, nothing else.
   EXPECT_EQ(telemetry["controls"], Json::parse(R"({"acceleration_mps2":2.5,"steering_angle_rad":-0.25})"));
+  EXPECT_FALSE(telemetry.contains("track_progress"));  // Timed on no track.
+}
+
+TEST(TelemetryJsonTest, LapTimersOfAVehicleTimedOnATrack) {
+  session::Frame frame = OneCar(1.0, 2.0, 0.5, 3.25);
+  frame.track_names = std::make_shared<const std::vector<std::string>>(
+      std::vector<std::string>{"lane", "oval"});
+  sim::VehicleTrackReading reading{.id = frame.vehicles[0].id, .route = 1};
+  reading.progress.distance_m = 812.5;
+  reading.progress.position.lateral_m = -1.25;
+  reading.progress.position.on_track = true;
+  reading.progress.laps_completed = 2;
+  reading.progress.sector = 1;
+  reading.progress.lap_time_s = 4.5;
+  reading.progress.best_lap_s = 30.25;
+  reading.progress.last_lap_s = 31.5;
+  reading.progress.off_track_count = 3;
+  reading.progress.off_track_s = 0.75;
+  frame.track.push_back(reading);
+  const Json telemetry =
+      Json::parse(TelemetryJson(frame, frame.vehicles[0], nullptr, nullptr, 7));
+  EXPECT_EQ(telemetry["track_progress"], Json::parse(R"({"track":"oval","distance_m":812.5,
+      "lateral_m":-1.25,"laps_completed":2,"sector":1,"lap_time_s":4.5,"last_lap_s":31.5,
+      "best_lap_s":30.25,"off_track_count":3,"off_track_s":0.75,"on_track":true})"));
+  // The schema lists every field with its type.
+  const Json schema = Json::parse(VehicleTelemetrySchema());
+  const Json& properties = schema["properties"]["track_progress"]["properties"];
+  for (const auto& [key, value] : telemetry["track_progress"].items()) {
+    ASSERT_TRUE(properties.contains(key)) << key;
+    const std::string type = properties[key]["type"];
+    EXPECT_TRUE(type == "number" ? value.is_number()
+                : type == "integer" ? value.is_number_integer()
+                : type == "boolean" ? value.is_boolean()
+                                    : value.is_string())
+        << key;
+  }
 }
 
 TEST(ContactsJsonTest, ContactsAndEvents) {

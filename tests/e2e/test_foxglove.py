@@ -345,3 +345,37 @@ def test_shipped_layout_names_topics_and_fields_the_server_has():
             for path in paths:
                 topic, field = path.split(".")
                 assert isinstance(messages[topic]["value"][field], (int, float)), path
+
+
+def test_lap_timers_on_the_telemetry_channels_equal_get_state():
+    """A car timed on a race track: its telemetry carries the lap timers (validated against
+    the advertised JSON Schema) and the protobuf channel the whole track_progress, as
+    GetState has them (docs/racing.md)."""
+    with running_server(HTTP) as server, pitlane.Client(server.address) as client:
+        sid = client.create_session(scenario="oval-race", clock_mode="lockstep").session_id
+        for _ in range(5):
+            client.step(sid, 500)
+        state = client.get_state(sid)
+        ids = [v.vehicle_id for v in state.vehicles]
+        with FoxgloveNode(fox_url(server), "foxglove.websocket.v1") as fox:
+            topics = session_topics(sid, ids)
+            wait_for_topics(fox, topics)
+            fox.subscribe(*topics)
+            messages = first_messages(fox, topics)
+            for topic, message in messages.items():
+                assert message["schemaErrors"] == [], (topic, message["schemaErrors"])
+            expected = json_format.MessageToDict(state, preserving_proto_field_name=True)
+            assert messages[f"/{sid}/world_state"]["value"] == expected
+            for vehicle in state.vehicles:
+                progress = vehicle.track_progress
+                assert progress.track == "oval"
+                timers = messages[f"/{sid}/vehicle/{vehicle.vehicle_id}"]["value"]["track_progress"]
+                assert timers["track"] == "oval"
+                assert timers["distance_m"] == progress.distance_m
+                assert timers["laps_completed"] == progress.laps_completed
+                assert timers["lap_time_s"] == progress.lap_time_s
+                assert timers["on_track"] == progress.on_track
+                assert timers.get("last_lap_s") == (
+                    progress.last_lap_s if progress.HasField("last_lap_s") else None)
+            # 50 s in: a pace car has crossed the line (its first lap counted from its spawn).
+            assert any(v.track_progress.laps_completed == 1 for v in state.vehicles)
