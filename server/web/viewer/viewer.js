@@ -699,7 +699,25 @@
     row(list, "position", `${f.x[i].toFixed(2)}, ${f.y[i].toFixed(2)} m`);
     row(list, "heading", `${f.yaw[i].toFixed(3)} rad`);
     row(list, "state", f.flags[i] & FLAG_CRASHED ? "crashed" : f.flags[i] & FLAG_CONTACT ? "in contact" : "ok");
+    if (t && t.track_progress) {
+      // Its lap timers on its race track (docs/racing.md).
+      const p = t.track_progress;
+      row(list, "track", `${p.track} · ${p.on_track ? "on" : "off"} the track · ${p.distance_m.toFixed(1)} m`);
+      row(list, "lap", `${p.laps_completed + 1} · ${lapTime(p.lap_time_s)} · sector ${p.sector + 1}`);
+      row(list, "last lap", p.last_lap_s === undefined ? "—" : lapTime(p.last_lap_s));
+      row(list, "best lap", p.best_lap_s === undefined ? "—" : lapTime(p.best_lap_s));
+      if (p.off_track_count > 0) {
+        row(list, "off track", `${p.off_track_count}× · ${p.off_track_s.toFixed(2)} s`);
+      }
+    }
     row(list, "tick", String(t ? t.tick : f.tick));
+  }
+
+  // A lap's time as a race clock shows it: 1:02.345, or 58.120 s under a minute.
+  function lapTime(seconds) {
+    if (seconds < 60) return `${seconds.toFixed(3)} s`;
+    const minutes = Math.floor(seconds / 60);
+    return `${minutes}:${(seconds - 60 * minutes).toFixed(3).padStart(6, "0")}`;
   }
 
   function select(id) {
@@ -837,6 +855,7 @@
     fit,
     select,
     control,
+    lapTime,
     // Draws `count` frames back to back; returns the mean milliseconds per draw.
     benchmarkDraw(count) {
       const started = performance.now();
