@@ -527,15 +527,18 @@ absl::StatusOr<sim::VehicleSpec> VehicleSpecFromProto(const v1::VehicleSpec& spe
           "timing_track: no track \"", Echo(spec.timing_track()), "\" in the session (tracks: ",
           route_names.empty() ? "none" : Echo(absl::StrJoin(route_names, ", ")), ")"));
     }
-    out.timing_route = static_cast<std::uint32_t>(it - route_names.begin());
+    out.timing_track = static_cast<std::uint32_t>(it - route_names.begin());
   }
   if (spec.has_track_sensor()) {
     const v1::TrackSensorSpec& sensor = spec.track_sensor();
+    if (static_cast<std::size_t>(sensor.beam_angles_rad_size()) > sim::kMaxTrackBeams) {
+      return absl::InvalidArgumentError(absl::StrCat("track_sensor.beam_angles_rad: at most ",
+                                                     sim::kMaxTrackBeams, " beams, got ",
+                                                     sensor.beam_angles_rad_size()));
+    }
     sim::TrackSensorSpec& out_sensor = out.track_sensor.emplace();
-    // At most one more than the limit is copied: enough to be refused by name.
-    const int beams = std::min<int>(sensor.beam_angles_rad_size(), sim::kMaxTrackBeams + 1);
     out_sensor.beam_angles_rad.assign(sensor.beam_angles_rad().begin(),
-                                      sensor.beam_angles_rad().begin() + beams);
+                                      sensor.beam_angles_rad().end());
     if (sensor.has_range_m()) out_sensor.range_m = sensor.range_m();
   }
   return out;
@@ -748,8 +751,8 @@ void VehicleSpecToProto(const sim::VehicleSpec& spec, absl::Span<const std::stri
     nearest->set_count(spec.nearest_objects->count);
     nearest->set_radius_m(spec.nearest_objects->radius_m);
   }
-  if (spec.timing_route.has_value() && *spec.timing_route < route_names.size()) {
-    out->set_timing_track(route_names[*spec.timing_route]);
+  if (spec.timing_track.has_value() && *spec.timing_track < route_names.size()) {
+    out->set_timing_track(route_names[*spec.timing_track]);
   }
   if (spec.track_sensor.has_value()) {
     v1::TrackSensorSpec* sensor = out->mutable_track_sensor();

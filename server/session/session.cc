@@ -20,8 +20,9 @@
 
 namespace pitlane::session {
 
-absl::StatusOr<sim::World> BuildWorld(const SessionConfig& config, sim::IdCounters first_ids) {
-  absl::StatusOr<sim::World> created = sim::World::Create(config.world, first_ids);
+absl::StatusOr<sim::World> BuildWorld(const SessionConfig& config, sim::IdCounters first_ids,
+                                      const sim::World* same_config) {
+  absl::StatusOr<sim::World> created = sim::World::Create(config.world, first_ids, same_config);
   if (!created.ok()) {
     // The world's routes are the session's tracks, and named so.
     const absl::Status& status = created.status();
@@ -218,7 +219,8 @@ absl::Status Session::ApplyLocked(const Command& command, std::vector<std::uint6
             ASSIGN_OR_RETURN(first, PlaybackFrameLocked(PlaybackIndexAtLocked(0)));
           }
           // Built under the lock: the new world continues the old one's ids.
-          ASSIGN_OR_RETURN(sim::World world, BuildWorld(config_, world_.next_ids()));
+          // The same config: its tracks are shared, not built again.
+          ASSIGN_OR_RETURN(sim::World world, BuildWorld(config_, world_.next_ids(), &world_));
           world_ = std::move(world);
           braking_.clear();
           if (playback_ != nullptr) {

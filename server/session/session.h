@@ -119,9 +119,11 @@ struct SessionConfig {
 // The world of `config` at tick 0: created, its obstacles placed, its vehicles spawned.
 // Its ids start at `first_ids`: a reset passes the replaced world's next_ids(), so that ids
 // are never reused in a session's life. InvalidArgument naming the field
-// ("obstacles[2].length_m", "vehicles[0].driver.route").
+// ("obstacles[2].length_m", "vehicles[0].driver.route", "tracks[1].sector_starts_m[0]").
+// `same_config`: a world built from this config, whose routes and tracks are shared.
 absl::StatusOr<sim::World> BuildWorld(const SessionConfig& config,
-                                      sim::IdCounters first_ids = {});
+                                      sim::IdCounters first_ids = {},
+                                      const sim::World* same_config = nullptr);
 
 // Checks `settings`: real_time_factor 0 or in [kMinRealTimeFactor, kMaxRealTimeFactor],
 // barrier_timeout_s in `limits`' range. InvalidArgument naming the field and its range

@@ -13,8 +13,11 @@ namespace {
 
 // Most cells a dense grid may have; beyond, the grid is sparse.
 constexpr std::int64_t kMaxDenseCells = std::int64_t{4} << 20;
-// Most (segment, cell) entries beyond 4 a segment: the cell grows to keep them under.
-constexpr double kGridEntriesAllowance = 1 << 20;
+// The grid's (segment, cell) entries are kept under this many a segment, and its dense cells
+// too (plus kGridSlack): the cell grows to keep them under, so a grid's memory follows its
+// segments, not the area they span.
+constexpr double kGridEntriesPerSegment = 16.0;
+constexpr double kGridSlack = 256.0;
 // The outside of a corner is drawn by chords at most this far inside its arc, m.
 constexpr double kArcTolerance_m = 0.01;
 // The sharpest turn a track may make at one point: its directions' dot product above this
@@ -97,7 +100,7 @@ void BuildGrid(TrackGeometry& track) {
   std::nth_element(lengths.begin(), lengths.begin() + static_cast<std::ptrdiff_t>(lengths.size() / 2),
                    lengths.end());
   const double cell = std::max(std::clamp(lengths[lengths.size() / 2], 2.0, 50.0),
-                               total_length / (kGridEntriesAllowance + count));
+                               total_length / (kGridEntriesPerSegment * count + kGridSlack));
   // A segment is listed in every cell it passes within a hair of: a beam meeting it on a
   // cell's boundary (or a corner) finds it in either cell, whatever the rounding.
   const double margin = cell * 1e-6;
@@ -107,7 +110,11 @@ void BuildGrid(TrackGeometry& track) {
   track.grid_origin_y_m = min_y - cell;
   const double nx = std::floor((max_x - min_x) / cell) + 3;
   const double ny = std::floor((max_y - min_y) / cell) + 3;
-  const bool dense = nx * ny <= static_cast<double>(kMaxDenseCells);
+  // Dense when its cells are few, against the cap and against the segments (a few long
+  // segments far apart would otherwise fill megabytes of empty cells): memory in proportion
+  // to the segments either way.
+  const bool dense = nx * ny <= std::min(static_cast<double>(kMaxDenseCells),
+                                         kGridEntriesPerSegment * count + kGridSlack);
   track.grid_nx = dense ? static_cast<std::int64_t>(nx) : 0;
   track.grid_ny = dense ? static_cast<std::int64_t>(ny) : 0;
   const double ox = track.grid_origin_x_m, oy = track.grid_origin_y_m;
@@ -184,7 +191,8 @@ void AddCorner(std::vector<std::pair<double, double>>& points, const RouteVertex
 }  // namespace
 
 absl::StatusOr<TrackGeometry> MakeTrackGeometry(const RouteParams& route,
-                                                absl::Span<const double> sector_starts_m) {
+                                                absl::Span<const double> sector_starts_m,
+                                                std::size_t max_edges) {
   if (!route.closed) {
     return absl::InvalidArgumentError(
         "closed: a raced track must be closed (its laps are counted round it)");
@@ -248,6 +256,13 @@ absl::StatusOr<TrackGeometry> MakeTrackGeometry(const RouteParams& route,
       const RouteVertex& before = v[j == 0 ? m - 1 : j - 1];
       const RouteVertex& after = v[j];
       AddCorner(points, after, -before.dir_y, before.dir_x, -after.dir_y, after.dir_x, side, h);
+      // Checked as they come: a long route of sharp bends would otherwise take gigabytes.
+      if (track.edges.size() + points.size() > max_edges) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "edges: the track's edges would take more than ", max_edges,
+            " segments (two a point, and more round the outside of each bend): fewer points "
+            "or a narrower lane"));
+      }
     }
     for (std::size_t k = 0; k < points.size(); ++k) {
       const auto& [x0, y0] = points[k];

@@ -54,6 +54,9 @@ struct TrackGeometry {
   absl::flat_hash_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> sparse_cells;
 };
 
+// Most edge segments a track may have by default: a grid of them costs about 50 bytes each.
+inline constexpr std::size_t kMaxTrackEdges = 1'000'000;
+
 // Shortest track, m.
 inline constexpr double kMinTrackLength_m = 10.0;
 
@@ -62,8 +65,11 @@ inline constexpr double kMinTrackLength_m = 10.0;
 // fold over itself (about: a radius above half the width). `sector_starts_m`: ascending, each
 // in (0, length) and at least 1 m from its neighbours and the line; at most kMaxSectors - 1.
 // InvalidArgument naming the field ("closed: ...", "points[7]: ...", "sector_starts_m[2]: ...").
+// `max_edges`: most edge segments it may have (the outside of each corner takes several);
+// beyond, ResourceExhausted ("edges: ...") before anything large is built.
 absl::StatusOr<TrackGeometry> MakeTrackGeometry(const RouteParams& route,
-                                                absl::Span<const double> sector_starts_m);
+                                                absl::Span<const double> sector_starts_m,
+                                                std::size_t max_edges = kMaxTrackEdges);
 
 // A point's place on a track.
 struct TrackPosition {

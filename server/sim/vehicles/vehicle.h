@@ -111,7 +111,7 @@ struct VehicleSpec {
   // The route whose track this vehicle's progress is timed on (laps, lap times; World::
   // TrackReadings): it must be a race track (World::params().tracks). Unset: its route
   // follower's route when that is a race track, else the world's first race track, else none.
-  std::optional<std::uint32_t> timing_route = {};
+  std::optional<std::uint32_t> timing_track = {};
   // Track sensors on that track (racing/track_sensors.h), off unless set; the vehicle must be
   // timed on a track.
   std::optional<TrackSensorSpec> track_sensor = {};

@@ -149,7 +149,8 @@ DriverView DriverViewOf(const VehicleTable& table, std::size_t row) {
 
 }  // namespace
 
-absl::StatusOr<World> World::Create(const WorldSpec& spec, IdCounters first_ids) {
+absl::StatusOr<World> World::Create(const WorldSpec& spec, IdCounters first_ids,
+                                    const World* same_spec) {
   // The counters come from another world, never from a client: 0 would be a bug of ours.
   ABSL_ASSERT(first_ids.next_vehicle_id >= 1 && first_ids.next_obstacle_id >= 1);
   RETURN_IF_ERROR(
@@ -173,8 +174,16 @@ absl::StatusOr<World> World::Create(const WorldSpec& spec, IdCounters first_ids)
   }
   std::vector<RouteParams> routes;
   std::vector<std::shared_ptr<const TrackGeometry>> tracks(spec.routes.size());
-  routes.reserve(spec.routes.size());
-  for (std::size_t i = 0; i < spec.routes.size(); ++i) {
+  std::vector<std::string> not_raced_because(spec.routes.size());
+  std::size_t edges = 0;  // Of the tracks so far.
+  if (same_spec != nullptr) {
+    routes = same_spec->params_.routes;
+    tracks = same_spec->params_.tracks;
+    not_raced_because = same_spec->params_.not_raced_because;
+  } else {
+    routes.reserve(spec.routes.size());
+  }
+  for (std::size_t i = 0; same_spec == nullptr && i < spec.routes.size(); ++i) {
     const std::string field = absl::StrCat("routes[", i, "]");
     absl::StatusOr<RouteParams> route = MakeRouteParams(spec.routes[i]);
     if (!route.ok()) return PrefixField(field, route.status());
@@ -184,14 +193,26 @@ absl::StatusOr<World> World::Create(const WorldSpec& spec, IdCounters first_ids)
           field, ".sector_starts_m: only a closed route is raced as a track with sectors"));
     }
     // Every closed route that can be raced is a track; one that cannot (too short, too
-    // tight for its width) is not, unless it was given sectors: then why is an error.
+    // tight for its width, beyond the world's budget of edges) is not, unless it was given
+    // sectors: then why is an error.
     if (route->closed) {
-      absl::StatusOr<TrackGeometry> track = MakeTrackGeometry(*route, sectors);
+      absl::StatusOr<TrackGeometry> track =
+          MakeTrackGeometry(*route, sectors, kMaxTrackEdgesPerWorld - edges);
       if (track.ok()) {
+        edges += track->edges.size();
         tracks[i] = std::make_shared<const TrackGeometry>(*std::move(track));
       } else if (!sectors.empty()) {
         return PrefixField(field, track.status());
+      } else {
+        not_raced_because[i] = std::string(track.status().message());
+        if (track.status().code() == absl::StatusCode::kResourceExhausted) {
+          absl::StrAppend(&not_raced_because[i], " (the session's race tracks may have ",
+                          kMaxTrackEdgesPerWorld, " edge segments in all; ", edges,
+                          " are taken)");
+        }
       }
+    } else {
+      not_raced_because[i] = "closed: it is open (only a closed track is raced)";
     }
     routes.push_back(*std::move(route));
   }
@@ -205,6 +226,7 @@ absl::StatusOr<World> World::Create(const WorldSpec& spec, IdCounters first_ids)
       .bounds = spec.bounds,
       .routes = std::move(routes),
       .tracks = std::move(tracks),
+      .not_raced_because = std::move(not_raced_because),
       .first_ids = first_ids,
   });
 }
@@ -272,11 +294,11 @@ absl::StatusOr<std::vector<VehicleId>> World::Spawn(absl::Span<const VehicleSpec
                                       DriverViewOf(table, row));
       }
     }
-    if (spec.timing_route.has_value()) {
+    if (spec.timing_track.has_value()) {
       state_.timed.push_back(TimedVehicle{
           .row = row,
-          .route = *spec.timing_route,
-          .tracker = LapTracker(*params_.tracks[*spec.timing_route], table.PoseAt(row)),
+          .route = *spec.timing_track,
+          .tracker = LapTracker(*params_.tracks[*spec.timing_track], table.PoseAt(row)),
       });
     }
     ids.push_back(id);
@@ -609,35 +631,33 @@ absl::Status World::ResolveTimingRoute(VehicleSpec& spec) const {
   const auto is_track = [this](std::uint32_t route) {
     return route < params_.tracks.size() && params_.tracks[route] != nullptr;
   };
-  if (spec.timing_route.has_value()) {
-    const std::uint32_t route = *spec.timing_route;
+  if (spec.timing_track.has_value()) {
+    const std::uint32_t route = *spec.timing_track;
     if (route >= params_.routes.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("timing_route: no route ", route,
+      return absl::InvalidArgumentError(absl::StrCat("timing_track: no track ", route,
                                                      " (the world has ", params_.routes.size(),
                                                      ")"));
     }
     if (!is_track(route)) {
-      // Why it is not one: the geometry's own reason.
-      const absl::Status why =
-          MakeTrackGeometry(params_.routes[route], {}).status();
-      return absl::InvalidArgumentError(absl::StrCat("timing_route: route ", route,
-                                                     " is not a race track: ", why.message()));
+      return absl::InvalidArgumentError(absl::StrCat("timing_track: the session's track ",
+                                                     route, " is not a race track: ",
+                                                     params_.not_raced_because[route]));
     }
   } else {
     const auto* follower =
         spec.driver.has_value() ? std::get_if<RouteFollowerSpec>(&*spec.driver) : nullptr;
     if (follower != nullptr && is_track(follower->route)) {
-      spec.timing_route = follower->route;
+      spec.timing_track = follower->route;
     } else {
       for (std::uint32_t route = 0; route < params_.tracks.size(); ++route) {
         if (is_track(route)) {
-          spec.timing_route = route;
+          spec.timing_track = route;
           break;
         }
       }
     }
   }
-  if (spec.track_sensor.has_value() && !spec.timing_route.has_value()) {
+  if (spec.track_sensor.has_value() && !spec.timing_track.has_value()) {
     return absl::InvalidArgumentError(
         "track_sensor: the vehicle is timed on no track (the world has no closed route that "
         "can be raced); track sensors read the edges of that track");

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -63,6 +64,10 @@ struct WorldSpec {
   std::vector<Route> routes = {};
 };
 
+// Most edge segments a world's race tracks may have together (racing/track.h; about 100
+// bytes each with their grids): closed routes beyond are not raced.
+inline constexpr std::size_t kMaxTrackEdgesPerWorld = 250'000;
+
 // Validated, immutable parameters of a world.
 struct WorldParams {
   double tick_rate_hz = 50.0;  // Hz.
@@ -76,6 +81,8 @@ struct WorldParams {
   // Per route, its race track (racing/track.h: a closed route that can be raced, with its
   // sectors), or null. Immutable and shared: lap trackers point into them.
   std::vector<std::shared_ptr<const TrackGeometry>> tracks;
+  // Per route, why it is not a race track (empty for tracks).
+  std::vector<std::string> not_raced_because;
   // The first ids of this world: 1, or the next ids of a world it replaces.
   IdCounters first_ids;
 };
@@ -131,7 +138,10 @@ class World {
   // "bounds.max_x_m", "routes[2].points[5].x_m", "routes[0].lane_width_m"). The world's ids
   // start at `first_ids`: pass the next_ids() of a world this one replaces, so that no id is
   // handed out twice.
-  static absl::StatusOr<World> Create(const WorldSpec& spec, IdCounters first_ids = {});
+  // `same_spec`: a world made from this same spec, whose routes and tracks the new one shares
+  // instead of building them again (a session's reset).
+  static absl::StatusOr<World> Create(const WorldSpec& spec, IdCounters first_ids = {},
+                                      const World* same_spec = nullptr);
 
   const WorldParams& params() const { return params_; }
   std::uint64_t tick() const { return state_.tick; }
@@ -222,8 +232,8 @@ class World {
     state_.next_ids = params_.first_ids;
   }
 
-  // Checks `spec`'s timing_route (a race track of this world), or sets the default one.
-  // InvalidArgument naming the field ("timing_route", "track_sensor").
+  // Checks `spec`'s timing_track (a race track of this world), or sets the default one.
+  // InvalidArgument naming the field ("timing_track", "track_sensor").
   absl::Status ResolveTimingRoute(VehicleSpec& spec) const;
   // The drivers' stage of Step: every driven vehicle's controls for the coming tick.
   void DriveVehicles();

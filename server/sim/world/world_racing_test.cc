@@ -72,6 +72,56 @@ TEST(WorldRacing, ClosedRoutesThatCanBeRacedAreTracks) {
   EXPECT_THAT(error({tiny}).message(), HasSubstr("routes[0].points: a track must be at least"));
 }
 
+// A square `side` metres a side, its corner at (x0, 0).
+Route Square(double side, double x0 = 0.0) {
+  return Route{.points = {{x0, 0}, {x0 + side, 0}, {x0 + side, side}, {x0, side}},
+               .closed = true};
+}
+
+// What tracks may cost a world is bounded: a few long sides far apart do not fill megabytes
+// of empty grid cells, and the tracks' edges together have a budget; closed routes beyond it
+// are not raced (and say why), one given sectors is refused.
+TEST(WorldRacing, TracksCostMemoryInProportionToTheirEdgesAndWithinABudget) {
+  World big = MakeWorld({Square(4000.0)});
+  ASSERT_NE(big.params().tracks[0], nullptr);
+  const TrackGeometry& square = *big.params().tracks[0];
+  // Cells: at most 16 a segment and 256 more; entries: as many again for a diagonal segment
+  // (sqrt 2 x its length over the cell), and a few more at each segment's ends.
+  EXPECT_LE(square.cell_start.size(), 16 * square.edges.size() + 257);
+  EXPECT_LE(square.cell_items.size(), 37 * square.edges.size() + 512);
+  EXPECT_LE(square.sparse_cells.size(), square.cell_items.size());
+
+  // A zigzag of sharp bends, each drawn round its outside by many chords.
+  Route zigzag{.closed = true, .lane_width_m = 100.0};
+  constexpr int kTeeth = 5000;
+  for (int k = 0; k < kTeeth; ++k) zigzag.points.push_back({1000.0 * k, k % 2 == 0 ? 0.0 : 3000.0});
+  zigzag.points.push_back({1000.0 * kTeeth, -5000.0});
+  zigzag.points.push_back({0.0, -5000.0});
+  const absl::StatusOr<World> crowded = World::Create(
+      {.max_vehicles = 1, .routes = {zigzag, Circle()}});
+  ASSERT_TRUE(crowded.ok()) << crowded.status();
+  EXPECT_EQ(crowded->params().tracks[0], nullptr);
+  EXPECT_THAT(crowded->params().not_raced_because[0], HasSubstr("edges: "));
+  EXPECT_NE(crowded->params().tracks[1], nullptr);  // The circle fits the budget.
+  World named = *crowded;
+  VehicleSpec spec;
+  spec.timing_track = 0;
+  const absl::Status refused = named.Spawn({spec}).status();
+  EXPECT_THAT(refused.message(),
+              HasSubstr("[0].timing_track: the session's track 0 is not a race track: edges: "));
+  zigzag.sector_starts_m = {500.0};
+  const absl::Status with_sectors = World::Create({.routes = {zigzag}}).status();
+  EXPECT_EQ(with_sectors.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(with_sectors.message(), HasSubstr("routes[0].edges: "));
+
+  // Made again from the same spec (a reset), a world shares the tracks.
+  const WorldSpec circle_spec{.max_vehicles = 2, .routes = {Circle()}};
+  const World first = *World::Create(circle_spec);
+  const World again = *World::Create(circle_spec, first.next_ids(), &first);
+  EXPECT_EQ(again.params().tracks[0], first.params().tracks[0]);
+  EXPECT_EQ(again.params().routes[0].length_m, first.params().routes[0].length_m);
+}
+
 TEST(WorldRacing, EachVehicleIsTimedOnItsTrack) {
   Route second = Circle(36);
   for (RoutePoint& p : second.points) p.x_m += 1000.0;
@@ -81,7 +131,7 @@ TEST(WorldRacing, EachVehicleIsTimedOnItsTrack) {
   follower.driver = RouteFollowerSpec{.route = 2};
   follower.initial_pose = {.x_m = 1000.0};
   VehicleSpec named;
-  named.timing_route = 2;
+  named.timing_track = 2;
   VehicleSpec on_straight;  // Follows a route that is no track: the first track.
   on_straight.driver = RouteFollowerSpec{.route = 0};
   on_straight.initial_pose = {.y_m = -300.0};
@@ -97,10 +147,10 @@ TEST(WorldRacing, EachVehicleIsTimedOnItsTrack) {
   // A route that is not a track, or none: the field and why. Nothing spawned.
   for (const std::uint32_t route : {0u, 7u}) {
     VehicleSpec bad;
-    bad.timing_route = route;
+    bad.timing_track = route;
     const absl::Status status = world.Spawn({VehicleSpec{}, bad}).status();
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(status.message(), HasSubstr("[1].timing_route: "));
+    EXPECT_THAT(status.message(), HasSubstr("[1].timing_track: "));
   }
   VehicleSpec scanning;
   scanning.track_sensor = TrackSensorSpec{.beam_angles_rad = {0.0, 4.0}};
