@@ -127,6 +127,8 @@ def vehicle_spec(
     name: str = "",
     range_scan: Optional[Mapping[str, Union[int, float]]] = None,
     nearest_objects: Optional[Mapping[str, Union[int, float]]] = None,
+    timing_track: Optional[str] = None,
+    track_sensor: Optional[Mapping[str, Union[float, Sequence[float]]]] = None,
 ) -> pb.VehicleSpec:
     """Builds a VehicleSpec for any vehicle model.
 
@@ -158,6 +160,13 @@ def vehicle_spec(
         nearest_objects: Reports the nearest objects: NearestObjectsSpec
             fields by name, e.g. {"count": 4, "radius_m": 20.0}; {} takes
             the defaults (8 within 50 m). None: off.
+        timing_track: The race track whose laps the vehicle is timed on, by
+            name (docs/racing.md); None: its route follower's, else the
+            session's first race track.
+        track_sensor: Gives the vehicle TORCS-style track sensors:
+            TrackSensorSpec fields by name, e.g. {"beam_angles_rad": [-0.5,
+            0.0, 0.5], "range_m": 100.0}; {} takes the defaults (TORCS's 19
+            beams, 200 m). None: none.
 
     Returns:
         The VehicleSpec message.
@@ -203,6 +212,10 @@ def vehicle_spec(
         spec.range_scan.CopyFrom(pb.RangeScanSpec(**range_scan))
     if nearest_objects is not None:
         spec.nearest_objects.CopyFrom(pb.NearestObjectsSpec(**nearest_objects))
+    if timing_track is not None:
+        spec.timing_track = timing_track
+    if track_sensor is not None:
+        spec.track_sensor.CopyFrom(pb.TrackSensorSpec(**track_sensor))
     return spec
 
 
@@ -828,7 +841,8 @@ class _Api:
             session_id: The session.
             **spec_fields: Keyword arguments of ``vehicle_spec`` (model,
                 params, x_m, y_m, yaw_rad, speed_mps, length_m, width_m,
-                limits, name, range_scan, nearest_objects; wheelbase_m and
+                limits, name, range_scan, nearest_objects, timing_track,
+                track_sensor; wheelbase_m and
                 integrator for kinematic_bicycle); unset ones take the
                 server's defaults. Default model: kinematic_bicycle.
 

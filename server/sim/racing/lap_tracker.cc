@@ -13,6 +13,7 @@ LapTracker::LapTracker(const TrackGeometry& track, const Pose2& pose) : track_(&
   yaw_rad_ = pose.yaw_rad;
   const double s = progress_.position.s_m;
   progress_.distance_m = s < length / 2 ? s : s - length;
+  first_lap_partial_ = progress_.distance_m > 0.0;
   // A start past the first sectors' ends: those sectors of lap 1 take no time.
   while (progress_.sector < track.sector_starts_m.size() &&
          track.sector_starts_m[progress_.sector] <= progress_.distance_m) {
@@ -71,10 +72,12 @@ void LapTracker::Update(const Pose2& pose, double dt_s, std::vector<LapEvent>* e
       continue;
     }
     const double lap_time = t - lap_started_s_;
-    progress_.last_lap_s = lap_time;
-    progress_.best_lap_s = progress_.best_lap_s.has_value()
-                               ? std::min(*progress_.best_lap_s, lap_time)
-                               : lap_time;
+    if (lap > 1 || !first_lap_partial_) {
+      progress_.last_lap_s = lap_time;
+      progress_.best_lap_s = progress_.best_lap_s.has_value()
+                                 ? std::min(*progress_.best_lap_s, lap_time)
+                                 : lap_time;
+    }
     progress_.last_sector_times_s = std::move(progress_.sector_times_s);
     progress_.sector_times_s.clear();
     progress_.laps_completed = lap;

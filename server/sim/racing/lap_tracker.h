@@ -10,8 +10,11 @@
 //     over the line, takes distance back that must be driven again; crossing the line again
 //     and again counts once.
 //   - Lap 1 is timed from when tracking starts (a race's start); lap k > 1 from when lap k - 1
-//     was completed. Sector j of lap k ends when d first reaches (k - 1) x length plus sector
-//     j + 1's start (the last sector at the line).
+//     was completed. A lap 1 that starts past the line (d > 0: a car spawned part-way round)
+//     is partial: it completes lap 1, its events say how long it took, but it is not a lap
+//     time (last_lap_s, best_lap_s), which are for laps driven from the line or behind it.
+//     Sector j of lap k ends when d first reaches (k - 1) x length plus sector j + 1's start
+//     (the last sector at the line).
 //   - A crossing's time is found within its tick by linear interpolation of d, so a lap of a
 //     car at constant speed is timed to a fraction of a tick.
 //   - Off the track: its reference point more than half the width from the centre line. Each
@@ -35,7 +38,8 @@ struct LapProgress {
   std::uint32_t laps_completed = 0;
   std::uint32_t sector = 0;            // The sector of the lap in progress.
   double lap_time_s = 0.0;             // Of the lap in progress, so far.
-  std::optional<double> last_lap_s;    // The last completed lap's time.
+  // The last and the best lap times, of laps driven from the line (or from behind it).
+  std::optional<double> last_lap_s;
   std::optional<double> best_lap_s;
   // Sector times of the lap in progress (the sectors it has completed) and of the last lap.
   std::vector<double> sector_times_s;
@@ -81,6 +85,7 @@ class LapTracker {
   double lap_started_s_ = 0.0;      // When the lap in progress started.
   double sector_started_s_ = 0.0;   // When the sector in progress started.
   double yaw_rad_ = 0.0;            // The last update's (finite) heading.
+  bool first_lap_partial_ = false;  // Tracking started past the line.
 };
 
 }  // namespace pitlane::sim
