@@ -17,7 +17,8 @@ them as they come.
 Run a server, then: python3 track_racer.py --seconds 180
 It creates a BARRIER session of oval-race (each tick waits for its answer) for a time trial
 (the scenario's AI pace cars are taken off: the track sensors see the track's edges, not other
-cars), unless --session names one to join (its clock and cars are left as they are).
+cars), unless --session names one to join: then its clock is set to BARRIER, its cars stay,
+and the racer's car is removed at the end.
 """
 
 import argparse
@@ -52,15 +53,21 @@ def run(address, seconds=180.0, *, session_id=None, grid_slot=1, out=print, toke
         own = session_id is None
         sid = session_id or sim.create_session(name="track-racer", scenario="oval-race",
                                                clock_mode="barrier").session_id
+        car = None
         try:
             if own:  # A time trial: the track to itself.
                 for vehicle in sim.get_state(sid).vehicles:
                     sim.remove_vehicle(sid, vehicle.vehicle_id)
+            else:  # Each tick waits for this controller's answer.
+                sim.set_clock(sid, clock_mode="barrier", paused=False)
             info = sim.get_session(sid)
-            slot = next(p for p in info.config.spawn_points if p.name == f"grid {grid_slot}")
-            car = sim.spawn_vehicle(sid, name="track racer", x_m=slot.pose.x_m,
-                                    y_m=slot.pose.y_m, yaw_rad=slot.pose.yaw_rad,
-                                    track_sensor={})
+            slots = {p.name: p.pose for p in info.config.spawn_points}
+            if f"grid {grid_slot}" not in slots:
+                raise ValueError(f"no spawn point \"grid {grid_slot}\" in session {sid} "
+                                 f"(it has: {', '.join(slots) or 'none'})")
+            slot = slots[f"grid {grid_slot}"]
+            car = sim.spawn_vehicle(sid, name="track racer", x_m=slot.x_m, y_m=slot.y_m,
+                                    yaw_rad=slot.yaw_rad, track_sensor={})
             rate = info.config.tick_rate_hz
             with sim.drive(sid, car) as driver:
                 obs = driver.observe()
@@ -70,9 +77,10 @@ def run(address, seconds=180.0, *, session_id=None, grid_slot=1, out=print, toke
                     progress = obs.vehicle.track_progress
                     if progress.laps_completed > laps:
                         laps = progress.laps_completed
-                        out(f"lap {laps}: {progress.last_lap_s:7.3f} s  "
-                            f"(best {progress.best_lap_s:7.3f} s, "
-                            f"off the track {progress.off_track_count}x)")
+                        # Lap 1 from a grid slot past the line is partial: no lap time.
+                        timed = (f"{progress.last_lap_s:7.3f} s (best {progress.best_lap_s:7.3f} s)"
+                                 if progress.HasField("last_lap_s") else "from the grid, not timed")
+                        out(f"lap {laps}: {timed}, off the track {progress.off_track_count}x")
                     driver.send(obs.time.tick, **control_law(obs.vehicle))
                     obs = driver.observe()
             progress = obs.vehicle.track_progress
@@ -89,6 +97,8 @@ def run(address, seconds=180.0, *, session_id=None, grid_slot=1, out=print, toke
         finally:
             if own:
                 sim.delete_session(sid)
+            elif car is not None:
+                sim.remove_vehicle(sid, car)
 
 
 def main():

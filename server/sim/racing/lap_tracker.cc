@@ -77,8 +77,8 @@ void LapTracker::Update(const Pose2& pose, double dt_s, std::vector<LapEvent>* e
       progress_.best_lap_s = progress_.best_lap_s.has_value()
                                  ? std::min(*progress_.best_lap_s, lap_time)
                                  : lap_time;
+      progress_.last_sector_times_s = std::move(progress_.sector_times_s);
     }
-    progress_.last_sector_times_s = std::move(progress_.sector_times_s);
     progress_.sector_times_s.clear();
     progress_.laps_completed = lap;
     progress_.sector = 0;

@@ -10,9 +10,11 @@
 //     over the line, takes distance back that must be driven again; crossing the line again
 //     and again counts once.
 //   - Lap 1 is timed from when tracking starts (a race's start); lap k > 1 from when lap k - 1
-//     was completed. A lap 1 that starts past the line (d > 0: a car spawned part-way round)
-//     is partial: it completes lap 1, its events say how long it took, but it is not a lap
-//     time (last_lap_s, best_lap_s), which are for laps driven from the line or behind it.
+//     was completed. Lap times (last_lap_s, best_lap_s, last_sector_times_s) are kept of the
+//     laps that began at the line: every lap after the first, and lap 1 when tracking started
+//     at or behind the line. A lap 1 that started past it (d > 0 at the start: a car spawned
+//     part-way round) is partial: it completes lap 1 and its events say how long it took,
+//     but it is no lap time.
 //     Sector j of lap k ends when d first reaches (k - 1) x length plus sector j + 1's start
 //     (the last sector at the line).
 //   - A crossing's time is found within its tick by linear interpolation of d, so a lap of a
@@ -38,7 +40,7 @@ struct LapProgress {
   std::uint32_t laps_completed = 0;
   std::uint32_t sector = 0;            // The sector of the lap in progress.
   double lap_time_s = 0.0;             // Of the lap in progress, so far.
-  // The last and the best lap times, of laps driven from the line (or from behind it).
+  // The last and the best lap times, of the laps that began at the line (see above).
   std::optional<double> last_lap_s;
   std::optional<double> best_lap_s;
   // Sector times of the lap in progress (the sectors it has completed) and of the last lap.

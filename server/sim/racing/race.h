@@ -80,6 +80,8 @@ struct RaceStanding {
   double race_time_s = 0.0;    // Finished: its finish time; else the race time now.
   double laps_done_at_s = 0.0;  // Race time its last completed lap ended (0: none yet).
   double penalties_s = 0.0;
+  // Lap times as its LapTracker keeps them: from a grid past the line, lap 1 is partial and
+  // no lap time.
   std::optional<double> best_lap_s;
   std::optional<double> last_lap_s;
   // Behind the leader: laps, metres along the track, and (finished on the leader's lap)
