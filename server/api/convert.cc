@@ -790,9 +790,7 @@ void TrackReadingToProto(const sim::VehicleTrackReading& reading, const session:
                          v1::VehicleState* state) {
   const sim::LapProgress& progress = reading.progress;
   v1::TrackProgress* out = state->mutable_track_progress();
-  if (frame.track_names != nullptr && reading.route < frame.track_names->size()) {
-    out->set_track((*frame.track_names)[reading.route]);
-  }
+  out->set_track(session::TrackNameOf(frame, reading));
   out->set_distance_m(progress.distance_m);
   out->set_s_m(progress.position.s_m);
   out->set_lateral_m(progress.position.lateral_m);
@@ -862,10 +860,7 @@ void VehicleSnapshotToProto(const sim::VehicleSnapshot& vehicle, v1::VehicleStat
 void VehicleStateToProto(const session::Frame& frame, const sim::VehicleSnapshot& vehicle,
                          v1::VehicleState* state) {
   VehicleSnapshotToProto(vehicle, state);
-  const auto reading = std::lower_bound(
-      frame.track.begin(), frame.track.end(), vehicle.id,
-      [](const sim::VehicleTrackReading& r, sim::VehicleId id) { return r.id < id; });
-  if (reading != frame.track.end() && reading->id == vehicle.id) {
+  if (const sim::VehicleTrackReading* reading = session::TrackReadingOf(frame, vehicle.id)) {
     TrackReadingToProto(*reading, frame, state);
   }
 }

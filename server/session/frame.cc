@@ -42,6 +42,20 @@ FrameEvents MergeEvents(FrameEvents older, FrameEvents newer) {
   return older;
 }
 
+const sim::VehicleTrackReading* TrackReadingOf(const Frame& frame, sim::VehicleId id) {
+  const auto reading = std::lower_bound(
+      frame.track.begin(), frame.track.end(), id,
+      [](const sim::VehicleTrackReading& r, sim::VehicleId wanted) { return r.id < wanted; });
+  return reading != frame.track.end() && reading->id == id ? &*reading : nullptr;
+}
+
+const std::string& TrackNameOf(const Frame& frame, const sim::VehicleTrackReading& reading) {
+  static const std::string* const kNone = new std::string();
+  return frame.track_names != nullptr && reading.route < frame.track_names->size()
+             ? (*frame.track_names)[reading.route]
+             : *kNone;
+}
+
 std::size_t FrameBytes(const Frame& frame) {
   std::size_t bytes = sizeof(Frame) + frame.vehicles.size() * sizeof(sim::VehicleSnapshot) +
                       frame.contacts.size() * sizeof(sim::Contact) +

@@ -62,6 +62,11 @@ inline constexpr std::size_t kMaxEventsPerFrame = 100000;
 // The memory a frame holds, bytes (its vehicles, their sensor readings, its contacts).
 std::size_t FrameBytes(const Frame& frame);
 
+// Vehicle `id`'s progress on its race track in `frame`, or null when it is timed on none.
+const sim::VehicleTrackReading* TrackReadingOf(const Frame& frame, sim::VehicleId id);
+// The name of `reading`'s track ("" when the frame names none).
+const std::string& TrackNameOf(const Frame& frame, const sim::VehicleTrackReading& reading);
+
 // Appends `events` to `into`, keeping at most kMaxEventsPerFrame and counting the rest.
 void AppendEvents(absl::Span<const sim::ContactEvent> events, FrameEvents& into);
 // Appends kOngoing events for the contacts in effect at `tick` that began before it and sorts

@@ -500,17 +500,11 @@ std::string TelemetryJson(const session::Frame& frame, const sim::VehicleSnapsho
     }
     out.append("]}");
   }
-  const auto reading = std::lower_bound(
-      frame.track.begin(), frame.track.end(), vehicle.id,
-      [](const sim::VehicleTrackReading& r, sim::VehicleId id) { return r.id < id; });
-  if (reading != frame.track.end() && reading->id == vehicle.id) {
+  if (const sim::VehicleTrackReading* reading = session::TrackReadingOf(frame, vehicle.id)) {
     // Its progress on its race track (docs/racing.md): lap timers to plot.
     const sim::LapProgress& progress = reading->progress;
     out.append(",\"track_progress\":{\"track\":");
-    AppendString(frame.track_names != nullptr && reading->route < frame.track_names->size()
-                     ? (*frame.track_names)[reading->route]
-                     : "",
-                 &out);
+    AppendString(session::TrackNameOf(frame, *reading), &out);
     const auto field = [&out](const char* key, double value) {
       out.push_back(',');
       Key(key, &out);
