@@ -61,9 +61,10 @@ def length(points, closed=True):
     return sum(math.dist(a, b) for a, b in segments)
 
 
-def track(name, points, closed=True, lane_width=4.0):
+def track(name, points, closed=True, lane_width=4.0, sectors=()):
     return pb.Track(name=name, closed=closed, lane_width_m=lane_width,
-                    points=[pb.Point2D(x_m=round(x, 3), y_m=round(y, 3)) for x, y in points])
+                    points=[pb.Point2D(x_m=round(x, 3), y_m=round(y, 3)) for x, y in points],
+                    sector_starts_m=[round(s, 1) for s in sectors])
 
 
 def follower(track_name, speed, style="DRIVER_STYLE_NORMAL", **extra):
@@ -119,14 +120,18 @@ def demo():
 
 
 def oval_race():
-    """A 630 m oval for a class race: eight spawn points on a staggered grid for student cars
-    (clients spawn there and drive with Drive), and two AI pace cars."""
+    """A 651 m oval for a class race: three sectors (the bottom straight, the right turn and
+    the top straight, the left turn), eight spawn points on a staggered grid for student cars
+    (clients spawn there and drive with Drive), two AI cars, and the race's rules (3 laps, a
+    5 s countdown: StartRace with grid_from_spawn_points lines every car up)."""
     line = oval(half_straight=100.0, radius=40.0)
     config = pb.SessionConfig(
         name="oval-race", tick_rate_hz=50.0, clock_mode=pb.CLOCK_MODE_REALTIME,
         collision_policy=pb.COLLISION_POLICY_STOP,
         bounds=pb.WorldBounds(min_x_m=-160.0, min_y_m=-70.0, max_x_m=160.0, max_y_m=70.0),
-        tracks=[track("oval", line, lane_width=10.0)])
+        tracks=[track("oval", line, lane_width=10.0,
+                      sectors=(200.0, 200.0 + math.pi * 40.0 + 200.0))],
+        race=pb.RaceRules(laps=3, countdown_s=5.0))
     for i in range(8):
         x = -60.0 + 10.0 * (i // 2) * 1.0
         y = -40.0 + (2.5 if i % 2 else -2.5)

@@ -4,8 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "server/util/echo.h"
 #include "server/util/field_checks.h"
+#include "server/util/status_macros.h"
 
 namespace pitlane::api {
 namespace {
@@ -305,6 +307,7 @@ absl::StatusOr<session::SessionRequest> SessionRequestFromProto(const v1::Sessio
       VehicleSpecsFromProto(config.vehicles(), route_names);
   if (!vehicles.ok()) return vehicles.status();
   request.vehicles = *std::move(vehicles);
+  ASSIGN_OR_RETURN(request.race_rules, RaceRulesFromProto(config.race(), {}, "race"));
   return request;
 }
 
@@ -610,6 +613,7 @@ void SessionConfigToProto(const session::SessionConfig& config, v1::SessionConfi
     out_point->mutable_pose()->set_y_m(point.pose.y_m);
     out_point->mutable_pose()->set_yaw_rad(point.pose.yaw_rad);
   }
+  RaceRulesToProto(config.race_rules, out->mutable_race());
   if (!with_contents) return;
   for (const sim::ObstacleSpec& obstacle : config.obstacles) {
     ObstacleSpecToProto(obstacle, out->add_obstacles());
@@ -786,6 +790,142 @@ void EventsToProto(const session::FrameEvents& events,
 
 namespace {
 
+v1::RaceEventKind RaceEventKindToProto(sim::RaceEvent::Kind kind) {
+  using K = sim::RaceEvent::Kind;
+  switch (kind) {
+    case K::kStart: return v1::RACE_EVENT_KIND_START;
+    case K::kJumpStart: return v1::RACE_EVENT_KIND_JUMP_START;
+    case K::kSector: return v1::RACE_EVENT_KIND_SECTOR;
+    case K::kLap: return v1::RACE_EVENT_KIND_LAP;
+    case K::kPenalty: return v1::RACE_EVENT_KIND_PENALTY;
+    case K::kFinish: return v1::RACE_EVENT_KIND_FINISH;
+    case K::kRetired: return v1::RACE_EVENT_KIND_RETIRED;
+    case K::kRaceFinished: return v1::RACE_EVENT_KIND_RACE_FINISHED;
+  }
+  return v1::RACE_EVENT_KIND_UNSPECIFIED;
+}
+
+v1::PenaltyCause PenaltyCauseToProto(sim::RaceEvent::Cause cause) {
+  using C = sim::RaceEvent::Cause;
+  switch (cause) {
+    case C::kNone: return v1::PENALTY_CAUSE_UNSPECIFIED;
+    case C::kJumpStart: return v1::PENALTY_CAUSE_JUMP_START;
+    case C::kContact: return v1::PENALTY_CAUSE_CONTACT;
+    case C::kOffTrack: return v1::PENALTY_CAUSE_OFF_TRACK;
+  }
+  return v1::PENALTY_CAUSE_UNSPECIFIED;
+}
+
+v1::RacePhase RacePhaseToProto(sim::RacePhase phase) {
+  switch (phase) {
+    case sim::RacePhase::kCountdown: return v1::RACE_PHASE_COUNTDOWN;
+    case sim::RacePhase::kRacing: return v1::RACE_PHASE_RACING;
+    case sim::RacePhase::kFinished: return v1::RACE_PHASE_FINISHED;
+  }
+  return v1::RACE_PHASE_UNSPECIFIED;
+}
+
+}  // namespace
+
+void TrackEventsToProto(const session::FrameEvents& events, const session::Frame& frame,
+                        google::protobuf::RepeatedPtrField<v1::LapEvent>* laps,
+                        google::protobuf::RepeatedPtrField<v1::RaceEvent>* races) {
+  for (const session::TrackEvent& event : events.track_events) {
+    if (const auto* lap = std::get_if<sim::VehicleLapEvent>(&event.event)) {
+      v1::LapEvent* out = laps->Add();
+      out->set_tick(event.tick);
+      out->set_vehicle_id(lap->id);
+      if (frame.track_names != nullptr && lap->route < frame.track_names->size()) {
+        out->set_track((*frame.track_names)[lap->route]);
+      }
+      out->set_lap_completed(lap->event.kind == sim::LapEvent::Kind::kLap);
+      out->set_lap(lap->event.lap);
+      out->set_sector(lap->event.sector);
+      out->set_time_s(lap->event.time_s);
+      out->set_duration_s(lap->event.duration_s);
+      continue;
+    }
+    const sim::RaceEvent& race = std::get<sim::RaceEvent>(event.event);
+    v1::RaceEvent* out = races->Add();
+    out->set_tick(event.tick);
+    out->set_kind(RaceEventKindToProto(race.kind));
+    out->set_vehicle_id(race.vehicle);
+    out->set_race_time_s(race.time_s);
+    out->set_lap(race.lap);
+    out->set_sector(race.sector);
+    if (race.kind == sim::RaceEvent::Kind::kPenalty) {
+      out->set_penalty_s(race.value);
+      out->set_cause(PenaltyCauseToProto(race.cause));
+    } else {
+      out->set_duration_s(race.value);
+    }
+  }
+}
+
+absl::StatusOr<sim::RaceRules> RaceRulesFromProto(const v1::RaceRules& rules,
+                                                  const sim::RaceRules& defaults,
+                                                  absl::string_view field) {
+  sim::RaceRules out = defaults;
+  if (rules.has_laps()) out.laps = rules.laps();
+  if (rules.has_countdown_s()) out.countdown_s = rules.countdown_s();
+  if (rules.has_jump_start_m()) out.jump_start_m = rules.jump_start_m();
+  if (rules.has_penalty_jump_start_s()) out.penalty_jump_start_s = rules.penalty_jump_start_s();
+  if (rules.has_penalty_contact_s()) out.penalty_contact_s = rules.penalty_contact_s();
+  if (rules.has_penalty_off_track_s()) out.penalty_off_track_s = rules.penalty_off_track_s();
+  if (rules.has_finish_timeout_s()) out.finish_timeout_s = rules.finish_timeout_s();
+  if (absl::Status valid = sim::ValidateRaceRules(out); !valid.ok()) {
+    // "race.laps: ..." names the rule; say where it was set.
+    absl::string_view message = valid.message();
+    absl::ConsumePrefix(&message, "race.");
+    return absl::InvalidArgumentError(absl::StrCat(field, ".", message));
+  }
+  return out;
+}
+
+void RaceRulesToProto(const sim::RaceRules& rules, v1::RaceRules* out) {
+  out->set_laps(rules.laps);
+  out->set_countdown_s(rules.countdown_s);
+  out->set_jump_start_m(rules.jump_start_m);
+  out->set_penalty_jump_start_s(rules.penalty_jump_start_s);
+  out->set_penalty_contact_s(rules.penalty_contact_s);
+  out->set_penalty_off_track_s(rules.penalty_off_track_s);
+  out->set_finish_timeout_s(rules.finish_timeout_s);
+}
+
+void RaceStatusToProto(const sim::RaceStatus& race, const std::string& track,
+                       v1::RaceStatus* out) {
+  out->set_track(track);
+  out->set_phase(RacePhaseToProto(race.phase));
+  RaceRulesToProto(race.rules, out->mutable_rules());
+  out->set_race_time_s(race.race_time_s);
+  out->set_start_time_s(race.start_time_s);
+  out->mutable_standings()->Reserve(static_cast<int>(race.standings.size()));
+  for (const sim::RaceStanding& standing : race.standings) {
+    v1::RaceStanding* s = out->add_standings();
+    s->set_vehicle_id(standing.vehicle);
+    s->set_vehicle_name(standing.name);
+    s->set_position(standing.position);
+    s->set_grid_position(standing.grid_position);
+    s->set_laps(standing.laps);
+    s->set_distance_m(standing.distance_m);
+    s->set_finished(standing.finished);
+    s->set_retired(standing.retired);
+    s->set_race_time_s(standing.race_time_s);
+    s->set_penalties_s(standing.penalties_s);
+    s->set_total_time_s(standing.race_time_s + standing.penalties_s);
+    if (standing.best_lap_s.has_value()) s->set_best_lap_s(*standing.best_lap_s);
+    if (standing.last_lap_s.has_value()) s->set_last_lap_s(*standing.last_lap_s);
+    s->set_gap_laps(standing.gap_laps);
+    s->set_gap_m(standing.gap_m);
+    if (standing.gap_s.has_value()) s->set_gap_s(*standing.gap_s);
+    s->set_jump_starts(standing.jump_starts);
+    s->set_contacts(standing.contacts);
+    s->set_off_tracks(standing.off_tracks);
+  }
+}
+
+namespace {
+
 void TrackReadingToProto(const sim::VehicleTrackReading& reading, const session::Frame& frame,
                          v1::VehicleState* state) {
   const sim::LapProgress& progress = reading.progress;
@@ -881,6 +1021,9 @@ void FrameToProto(const session::Frame& frame, v1::WorldState* out) {
   }
   for (const sim::Contact& contact : frame.contacts) ContactToProto(contact, out->add_contacts());
   out->set_dropped_contacts(frame.contacts_dropped);
+  if (frame.race != nullptr) {
+    RaceStatusToProto(*frame.race, session::RaceTrackName(frame), out->mutable_race());
+  }
 }
 
 }  // namespace pitlane::api

@@ -53,6 +53,20 @@ void VehicleStateToProto(const session::Frame& frame, const sim::VehicleSnapshot
                          v1::VehicleState* out);
 void EventsToProto(const session::FrameEvents& events,
                    google::protobuf::RepeatedPtrField<v1::ContactEvent>* out);
+// The track events of `events` (their lap events' tracks named as `frame` names them).
+void TrackEventsToProto(const session::FrameEvents& events, const session::Frame& frame,
+                        google::protobuf::RepeatedPtrField<v1::LapEvent>* laps,
+                        google::protobuf::RepeatedPtrField<v1::RaceEvent>* races);
+
+// `rules`' fields that are set, over `defaults`, checked: InvalidArgument naming the field
+// under `field` ("rules.laps: must be in [1, 1000], got 0").
+absl::StatusOr<sim::RaceRules> RaceRulesFromProto(const v1::RaceRules& rules,
+                                                  const sim::RaceRules& defaults,
+                                                  absl::string_view field);
+void RaceRulesToProto(const sim::RaceRules& rules, v1::RaceRules* out);
+// `race` on the track named `track`.
+void RaceStatusToProto(const sim::RaceStatus& race, const std::string& track,
+                       v1::RaceStatus* out);
 
 }  // namespace pitlane::api
 

@@ -65,6 +65,18 @@ void CommandToProto(std::uint64_t run, std::uint64_t tick, const session::Comman
           out->mutable_reset();
         } else if constexpr (std::is_same_v<T, session::StepCommand>) {
           out->set_step(c.ticks);
+        } else if constexpr (std::is_same_v<T, session::StartRaceCommand>) {
+          v1::RecordedCommand::StartedRace* race = out->mutable_start_race();
+          race->set_track_index(c.route);
+          RaceRulesToProto(c.rules, race->mutable_rules());
+          race->mutable_vehicle_ids()->Add(c.vehicles.begin(), c.vehicles.end());
+          race->set_replace(c.replace);
+          for (const sim::Pose2& slot : c.grid) {
+            v1::Pose2D* pose = race->add_grid();
+            pose->set_x_m(slot.x_m);
+            pose->set_y_m(slot.y_m);
+            pose->set_yaw_rad(slot.yaw_rad);
+          }
         }
       },
       command);
@@ -150,6 +162,23 @@ absl::StatusOr<session::RecordedCommand> CommandFromProto(
     case v1::RecordedCommand::kStep:
       out.command = session::StepCommand{.ticks = recorded.step()};
       break;
+    case v1::RecordedCommand::kStartRace: {
+      const v1::RecordedCommand::StartedRace& race = recorded.start_race();
+      absl::StatusOr<sim::RaceRules> rules =
+          RaceRulesFromProto(race.rules(), {}, "start_race.rules");
+      if (!rules.ok()) return rules.status();
+      // The world checks the track and the vehicles when the command is applied.
+      out.command = session::StartRaceCommand{
+          .route = race.track_index(),
+          .rules = *rules,
+          .vehicles = {race.vehicle_ids().begin(), race.vehicle_ids().end()},
+          .replace = race.replace()};
+      for (const v1::Pose2D& slot : race.grid()) {
+        std::get<session::StartRaceCommand>(out.command)
+            .grid.push_back({slot.x_m(), slot.y_m(), slot.yaw_rad()});
+      }
+      break;
+    }
     case v1::RecordedCommand::COMMAND_NOT_SET:
       return absl::InvalidArgumentError("command: none set");
   }

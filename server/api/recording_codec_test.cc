@@ -117,6 +117,12 @@ TEST(RecordingCodec, EveryCommandThroughItsBytesReplaysTheRunExactly) {
   ASSERT_TRUE(original->Step(10, std::nullopt).ok());
   ASSERT_TRUE(original->Reset().ok());
   ASSERT_TRUE(original->SpawnVehicles({EveryModel(config.route_names)[7]}).ok());
+  // A race of the cars timed on the loop (the route follower), placed on a grid slot.
+  ASSERT_TRUE(original
+                  ->StartRace({.route = 0,
+                               .rules = {.laps = 2, .countdown_s = 0.1},
+                               .grid = {{2.0, 0.5, 0.0}}})
+                  .ok());
   ASSERT_TRUE(original->Step(20, std::nullopt).ok());
 
   // Every kind, converted to bytes and back.
@@ -143,6 +149,15 @@ TEST(RecordingCodec, EveryCommandThroughItsBytesReplaysTheRunExactly) {
   const std::vector<session::TickHash> expected = log->hashes();
   ASSERT_GT(expected.size(), 100u);
   EXPECT_EQ(replayed->hashes(), expected);
+  // The race too.
+  const absl::StatusOr<session::RaceReport> race = original->Race();
+  const absl::StatusOr<session::RaceReport> replayed_race = copy->Race();
+  ASSERT_TRUE(race.ok() && replayed_race.ok());
+  EXPECT_EQ(replayed_race->status.rules.laps, 2u);
+  EXPECT_EQ(replayed_race->status.phase, sim::RacePhase::kRacing);
+  ASSERT_EQ(replayed_race->status.standings.size(), 1u);
+  EXPECT_GT(race->status.standings[0].distance_m, 0.0);
+  EXPECT_EQ(replayed_race->status.standings[0].distance_m, race->status.standings[0].distance_m);
 }
 
 TEST(RecordingCodec, AMalformedCommandNamesItsField) {
@@ -169,6 +184,10 @@ TEST(RecordingCodec, AMalformedCommandNamesItsField) {
   v1::RecordedCommand bad_clock;
   bad_clock.mutable_set_clock()->set_clock_mode(static_cast<v1::ClockMode>(42));
   EXPECT_THAT(CommandFromProto(bad_clock, {}).status().message(), HasSubstr("set_clock."));
+  v1::RecordedCommand bad_race;
+  bad_race.mutable_start_race()->mutable_rules()->set_laps(0);
+  EXPECT_THAT(CommandFromProto(bad_race, {}).status().message(),
+              HasSubstr("start_race.rules.laps: must be in [1, 1000]"));
 }
 
 }  // namespace

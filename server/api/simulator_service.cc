@@ -250,6 +250,8 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     EventsToProto(delivery->events, tail.mutable_events());
     tail.set_dropped_events(delivery->events.dropped);
     tail.set_ticks_over_contact_budget(delivery->events.ticks_over_contact_budget);
+    TrackEventsToProto(delivery->events, frame, tail.mutable_lap_events(),
+                       tail.mutable_race_events());
     if (vehicle_ids_.empty()) {
       const std::shared_ptr<const std::string> state = encoder_->Encode(delivery->frame);
       buffer_ = EncodeResponse(state, *state, tail);
@@ -263,6 +265,9 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
         if (sim::InvolvesAnyOf(contact, vehicle_ids_)) ContactToProto(contact, state.add_contacts());
       }
       state.set_dropped_contacts(frame.contacts_dropped);
+      if (frame.race != nullptr) {
+        RaceStatusToProto(*frame.race, session::RaceTrackName(frame), state.mutable_race());
+      }
       auto selected = std::make_shared<std::string>(state.SerializeAsString());
       buffer_ = EncodeResponse(selected, *selected, tail);
     }
@@ -538,6 +543,11 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
     response_.set_late_controls(late_);
     response_.set_stale_controls(stale_);
     response_.set_ticks_over_contact_budget(delivery->events.ticks_over_contact_budget);
+    TrackEventsToProto(delivery->events, frame, response_.mutable_lap_events(),
+                       response_.mutable_race_events());
+    if (frame.race != nullptr) {
+      RaceStatusToProto(*frame.race, session::RaceTrackName(frame), response_.mutable_race());
+    }
     if (const absl::Status size = CheckResponseSize(
             response_.ByteSizeLong(), "this vehicle's observation and events are too large");
         !size.ok()) {
@@ -597,6 +607,8 @@ absl::Status EncodeStepResponse(absl::StatusOr<session::StepResult> result,
     EventsToProto(result->events, response.mutable_events());
     response.set_dropped_events(result->events.dropped);
     response.set_ticks_over_contact_budget(result->events.ticks_over_contact_budget);
+    TrackEventsToProto(result->events, *result->frame, response.mutable_lap_events(),
+                       response.mutable_race_events());
     RETURN_IF_ERROR(CheckResponseSize(
         response.ByteSizeLong(),
         "the ticks were stepped, but the state and events are too large for a Step response; "
@@ -1470,6 +1482,79 @@ grpc::ServerUnaryReactor* SimulatorService::GetState(grpc::CallbackServerContext
     return absl::OkStatus();
       },
       &slot);
+}
+
+grpc::ServerUnaryReactor* SimulatorService::StartRace(grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::StartRaceRequest, v1::StartRaceResponse>(
+      context, *raw_request, raw_response, access_, rpcs_,
+      [&](const Caller& caller, const v1::StartRaceRequest* request, v1::StartRaceResponse* response) -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session,
+                     Authorized(caller, auth::Need::kOwn, request->session_id()));
+    const session::SessionConfig& config = session->config();
+    session::StartRaceCommand command;
+    ASSIGN_OR_RETURN(command.route, session->RaceTrack(request->track()));
+    ASSIGN_OR_RETURN(command.rules,
+                     RaceRulesFromProto(request->rules(), config.race_rules, "rules"));
+    command.vehicles.assign(request->vehicle_ids().begin(), request->vehicle_ids().end());
+    command.replace = request->replace();
+    if (request->grid_from_spawn_points()) {
+      for (const session::SpawnPoint& slot : config.spawn_points) command.grid.push_back(slot.pose);
+      if (command.grid.empty()) {
+        return absl::InvalidArgumentError(
+            "grid_from_spawn_points: the session has no spawn points to line the cars up on");
+      }
+    }
+    absl::StatusOr<session::RaceReport> started = session->StartRace(command);
+    if (!started.ok() && absl::StartsWith(started.status().message(), "grid: ")) {
+      return absl::Status(started.status().code(),
+                          absl::StrCat("grid_from_spawn_points: ",
+                                       started.status().message().substr(6),
+                                       " (the session's spawn points)"));
+    }
+    RETURN_IF_ERROR(started.status());
+    const session::RaceReport& race = *started;
+    RaceStatusToProto(race.status, race.track, response->mutable_race());
+    Audit(context->peer(), "race.start",
+          {{"by", By(caller)},
+           {"session", session->id()},
+           {"track", race.track},
+           {"laps", race.status.rules.laps},
+           {"cars", race.status.standings.size()}});
+    return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* SimulatorService::GetRaceResults(grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  return Unary<v1::GetRaceResultsRequest, v1::GetRaceResultsResponse>(
+      context, *raw_request, raw_response, access_, rpcs_,
+      [&](const Caller& caller, const v1::GetRaceResultsRequest* request, v1::GetRaceResultsResponse* response) -> absl::Status {
+    ASSIGN_OR_RETURN(const auto session,
+                     Authorized(caller, auth::Need::kRead, request->session_id()));
+    switch (request->format()) {
+      case v1::RESULTS_FORMAT_UNSPECIFIED:
+      case v1::RESULTS_FORMAT_CSV:
+      case v1::RESULTS_FORMAT_JSON:
+        break;
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat("format: no such value ", static_cast<int>(request->format()),
+                         " (RESULTS_FORMAT_CSV or RESULTS_FORMAT_JSON)"));
+    }
+    ASSIGN_OR_RETURN(const session::RaceReport race, session->Race());
+    SimTimeToProto(race.time, response->mutable_time());
+    RaceStatusToProto(race.status, race.track, response->mutable_race());
+    if (request->format() == v1::RESULTS_FORMAT_CSV) {
+      response->set_content(session::RaceResultsCsv(race));
+      response->set_content_type("text/csv; charset=utf-8");
+    } else if (request->format() == v1::RESULTS_FORMAT_JSON) {
+      response->set_content(session::RaceResultsJson(race));
+      response->set_content_type("application/json");
+    }
+    return CheckResponseSize(response->ByteSizeLong(),
+                             "read the results as CSV or JSON from the web endpoint");
+      });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* SimulatorService::StreamStates(

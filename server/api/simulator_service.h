@@ -71,7 +71,9 @@ using RawSimulatorService =
     S::WithRawCallbackMethod_DeleteRecording<
     S::WithRawCallbackMethod_PlayRecording<
     S::WithRawCallbackMethod_SeekPlayback<
-    S::Service>>>>>>>>>>>>>>>>>>>>>>>>>>>;
+    S::WithRawCallbackMethod_StartRace<
+    S::WithRawCallbackMethod_GetRaceResults<
+    S::Service>>>>>>>>>>>>>>>>>>>>>>>>>>>>>;
 }  // namespace raw_methods
 
 class SimulatorService final : public raw_methods::RawSimulatorService {
@@ -156,6 +158,12 @@ class SimulatorService final : public raw_methods::RawSimulatorService {
   grpc::ServerUnaryReactor* GetState(grpc::CallbackServerContext* context,
                                     const grpc::ByteBuffer* request,
                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* StartRace(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetRaceResults(grpc::CallbackServerContext* context,
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* StreamStates(
       grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Drive(

@@ -36,6 +36,8 @@ std::size_t PayloadBytes(const session::Command& command) {
           return c.specs.size() * sizeof(sim::ObstacleSpec);
         } else if constexpr (std::is_same_v<T, session::SetControlsCommand>) {
           return c.inputs.size() * sizeof(sim::VehicleInput);
+        } else if constexpr (std::is_same_v<T, session::StartRaceCommand>) {
+          return c.vehicles.size() * sizeof(sim::VehicleId) + c.grid.size() * sizeof(sim::Pose2);
         } else {
           return 0;
         }

@@ -1,7 +1,7 @@
 // The one door into a session: every change to its world is a command.
 //
 // Spawns, removals, obstacles, controls (from SetControls and from Drive controllers),
-// controllers attaching and leaving, clock changes, resets and step requests are each a
+// controllers attaching and leaving, clock changes, resets, step requests and races are each a
 // Command. The session checks a command, then applies it between two ticks, in one place
 // (Session::Apply), and shows every applied command, with its tick, to its observers: that
 // is what a recorder writes, and what a replay applies again to get the same run.
@@ -74,6 +74,15 @@ struct SetClockCommand {
 };
 // Back to tick 0 as the session was created (ids are not reused).
 struct ResetCommand {};
+// A race is called (sim::World::StartRace): on the race track of route `route`, with
+// `vehicles` (empty: every vehicle timed on it) lined up where they stand, or placed on `grid`.
+struct StartRaceCommand {
+  std::uint32_t route = 0;
+  sim::RaceRules rules;
+  std::vector<sim::VehicleId> vehicles;
+  bool replace = false;         // Abandons a race still running.
+  std::vector<sim::Pose2> grid;  // Empty: the cars race from where they stand.
+};
 // A client's Step of `ticks` ticks starts (seen when it starts; its ticks follow).
 struct StepCommand {
   std::uint32_t ticks = 0;
@@ -82,7 +91,8 @@ struct StepCommand {
 using Command =
     std::variant<SpawnVehiclesCommand, RemoveVehicleCommand, AddObstaclesCommand,
                  RemoveObstacleCommand, SetControlsCommand, AttachControllerCommand,
-                 DetachControllerCommand, SetClockCommand, ResetCommand, StepCommand>;
+                 DetachControllerCommand, SetClockCommand, ResetCommand, StepCommand,
+                 StartRaceCommand>;
 
 // Where an observer starts to watch a session.
 struct ObservedStart {

@@ -12,6 +12,19 @@ void AppendEvents(absl::Span<const sim::ContactEvent> events, FrameEvents& into)
   into.dropped += events.size() - kept;
 }
 
+void AppendTrackEvents(absl::Span<const TrackEvent> events, FrameEvents& into) {
+  const std::size_t room =
+      kMaxEventsPerFrame - std::min(kMaxEventsPerFrame, into.track_events.size());
+  const std::size_t kept = std::min(room, events.size());
+  into.track_events.insert(into.track_events.end(), events.begin(), events.begin() + kept);
+  into.dropped_track_events += events.size() - kept;
+}
+
+sim::VehicleId TrackEvent::vehicle() const {
+  if (const auto* lap = std::get_if<sim::VehicleLapEvent>(&event)) return lap->id;
+  return std::get<sim::RaceEvent>(event).vehicle;
+}
+
 void FinishEvents(absl::Span<const sim::Contact> contacts, std::uint64_t tick,
                   FrameEvents& into) {
   for (const sim::Contact& contact : contacts) {
@@ -39,6 +52,8 @@ FrameEvents MergeEvents(FrameEvents older, FrameEvents newer) {
   older.dropped_ongoing = newer.dropped_ongoing;
   older.ticks_over_contact_budget += newer.ticks_over_contact_budget;
   AppendEvents(newer.events, older);
+  older.dropped_track_events += newer.dropped_track_events;
+  AppendTrackEvents(newer.track_events, older);
   return older;
 }
 
@@ -56,6 +71,14 @@ const std::string& TrackNameOf(const Frame& frame, const sim::VehicleTrackReadin
              : *kNone;
 }
 
+const std::string& RaceTrackName(const Frame& frame) {
+  static const std::string* const kNone = new std::string();
+  return frame.race != nullptr && frame.track_names != nullptr &&
+                 frame.race->route < frame.track_names->size()
+             ? (*frame.track_names)[frame.race->route]
+             : *kNone;
+}
+
 std::size_t FrameBytes(const Frame& frame) {
   std::size_t bytes = sizeof(Frame) + frame.vehicles.size() * sizeof(sim::VehicleSnapshot) +
                       frame.contacts.size() * sizeof(sim::Contact) +
@@ -66,6 +89,7 @@ std::size_t FrameBytes(const Frame& frame) {
       bytes += vehicle.nearest_objects->size() * sizeof(sim::NearbyObject);
     }
   }
+  if (frame.race != nullptr) bytes += frame.race->standings.size() * sizeof(sim::RaceStanding);
   for (const sim::VehicleTrackReading& reading : frame.track) {
     bytes += sizeof(reading) + (reading.progress.sector_times_s.size() +
                                 reading.progress.last_sector_times_s.size()) * sizeof(double);

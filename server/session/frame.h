@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -37,9 +38,21 @@ struct Frame {
   // empty when lean. The tracks' names, by route index (null: none).
   std::vector<sim::VehicleTrackReading> track;
   std::shared_ptr<const std::vector<std::string>> track_names;
+  // The race called last in the session, as it stands at this tick (null: none; and when
+  // lean). Its track is (*track_names)[race->route].
+  std::shared_ptr<const sim::RaceStatus> race;
   std::vector<sim::Contact> contacts;          // In effect at this tick, by pair.
   // Contacts in effect beyond the world's budget, not in `contacts` (sim::World::contacts_dropped).
   std::uint64_t contacts_dropped = 0;
+};
+
+// A lap or sector a timed vehicle completed (its lap timer: sim::World::lap_events), or what a
+// race did (sim::World::race_events), in the step to `tick`.
+struct TrackEvent {
+  std::uint64_t tick = 0;
+  std::variant<sim::VehicleLapEvent, sim::RaceEvent> event;
+  // The vehicle it is about; 0 for the race's own (its start and its end).
+  sim::VehicleId vehicle() const;
 };
 
 // Contact events that go with a frame (a Step result or a delivered frame).
@@ -55,6 +68,10 @@ struct FrameEvents {
   // Ticks among those covered whose kBegan and kEnded events may be partial: those that
   // dropped contacts (the world's budget) and the tick after each.
   std::uint64_t ticks_over_contact_budget = 0;
+  // The track events of the same ticks, in tick order (a tick's laps and sectors by vehicle,
+  // then its race's events). At most kMaxEventsPerFrame; those beyond are counted.
+  std::vector<TrackEvent> track_events;
+  std::uint64_t dropped_track_events = 0;
 };
 
 inline constexpr std::size_t kMaxEventsPerFrame = 100000;
@@ -67,8 +84,13 @@ const sim::VehicleTrackReading* TrackReadingOf(const Frame& frame, sim::VehicleI
 // The name of `reading`'s track ("" when the frame names none).
 const std::string& TrackNameOf(const Frame& frame, const sim::VehicleTrackReading& reading);
 
+// The name of the track of `frame`'s race ("" when it has none).
+const std::string& RaceTrackName(const Frame& frame);
+
 // Appends `events` to `into`, keeping at most kMaxEventsPerFrame and counting the rest.
 void AppendEvents(absl::Span<const sim::ContactEvent> events, FrameEvents& into);
+// Appends `events` to `into`'s track events, keeping at most kMaxEventsPerFrame.
+void AppendTrackEvents(absl::Span<const TrackEvent> events, FrameEvents& into);
 // Appends kOngoing events for the contacts in effect at `tick` that began before it and sorts
 // `into` by (tick, pair).
 void FinishEvents(absl::Span<const sim::Contact> contacts, std::uint64_t tick, FrameEvents& into);

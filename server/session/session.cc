@@ -14,7 +14,9 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
+#include "server/util/echo.h"
 #include "server/util/field_checks.h"
 #include "server/util/status_macros.h"
 
@@ -234,6 +236,8 @@ absl::Status Session::ApplyLocked(const Command& command, std::vector<std::uint6
           previous_tick_over_contact_budget_ = false;
         } else if constexpr (std::is_same_v<T, StepCommand>) {
           // Observed when a Step starts; its ticks are stepped by RunStepLocked.
+        } else if constexpr (std::is_same_v<T, StartRaceCommand>) {
+          RETURN_IF_ERROR(world_.StartRace(c.route, c.rules, c.vehicles, c.replace, c.grid));
         }
         return absl::OkStatus();
       },
@@ -281,6 +285,63 @@ absl::Status Session::RemoveVehicle(sim::VehicleId id) {
   TurnLock lock(this);
   RETURN_IF_ERROR(CheckCommandLocked(command));
   return ApplyLocked(command);
+}
+
+absl::StatusOr<RaceReport> Session::StartRace(const StartRaceCommand& command) {
+  TurnLock lock(this);
+  RETURN_IF_ERROR(CheckCommandLocked(command));
+  RETURN_IF_ERROR(ApplyLocked(command));
+  return RaceLocked();
+}
+
+absl::StatusOr<std::uint32_t> Session::RaceTrack(absl::string_view name) const {
+  TurnLock lock(this);
+  const sim::WorldParams& params = world_.params();
+  const auto is_track = [&](std::size_t route) {
+    return route < params.tracks.size() && params.tracks[route] != nullptr;
+  };
+  std::vector<std::string> tracks;
+  for (std::size_t route = 0; route < config_.route_names.size(); ++route) {
+    if (!is_track(route)) continue;
+    if (name.empty() || config_.route_names[route] == name) {
+      return static_cast<std::uint32_t>(route);
+    }
+    if (tracks.size() < 10) tracks.push_back(absl::StrCat("\"", Echo(config_.route_names[route]), "\""));
+  }
+  const auto named = std::find(config_.route_names.begin(), config_.route_names.end(), name);
+  if (name.empty() || named == config_.route_names.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "track: ", name.empty() ? "the session has no race track"
+                                : absl::StrCat("no track \"", Echo(name), "\" in the session"),
+        " (race tracks: ", tracks.empty() ? "none" : absl::StrJoin(tracks, ", "),
+        "; a race track is a closed track, see docs/racing.md)"));
+  }
+  const std::size_t route = static_cast<std::size_t>(named - config_.route_names.begin());
+  return absl::InvalidArgumentError(absl::StrCat(
+      "track: \"", Echo(name), "\" is not a race track",
+      route < params.not_raced_because.size() && !params.not_raced_because[route].empty()
+          ? absl::StrCat(" (", params.not_raced_because[route], ")")
+          : ""));
+}
+
+absl::StatusOr<RaceReport> Session::Race() const {
+  TurnLock lock(this);
+  RETURN_IF_ERROR(CheckOpenLocked());
+  return RaceLocked();
+}
+
+absl::StatusOr<RaceReport> Session::RaceLocked() const {
+  std::optional<sim::RaceStatus> status = world_.RaceNow();
+  if (!status.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "session_id: no race was called in session ", id_,
+        " since it was created or reset; call one with StartRace"));
+  }
+  const std::uint32_t route = status->route;
+  return RaceReport{.session_id = id_,
+                    .time = NowLocked(),
+                    .track = route < config_.route_names.size() ? config_.route_names[route] : "",
+                    .status = *std::move(status)};
 }
 
 absl::StatusOr<std::vector<sim::ObstacleId>> Session::AddObstacles(
@@ -708,8 +769,16 @@ std::int64_t Session::TickLocked(FrameEvents* events, std::int64_t start_ns, boo
   const bool dropped_now = world_.contacts_dropped() > 0;
   const bool over_contact_budget = dropped_now || previous_tick_over_contact_budget_;
   previous_tick_over_contact_budget_ = dropped_now;
+  track_events_.clear();
+  for (const sim::VehicleLapEvent& lap : world_.lap_events()) {
+    track_events_.push_back({.tick = world_.tick(), .event = lap});
+  }
+  for (const sim::RaceEvent& race : world_.race_events()) {
+    track_events_.push_back({.tick = world_.tick(), .event = race});
+  }
   if (events != nullptr) {
     AppendEvents(transitions_, *events);
+    AppendTrackEvents(track_events_, *events);
     if (over_contact_budget) ++events->ticks_over_contact_budget;
   }
   for (const std::shared_ptr<CommandObserver>& observer : observers_) observer->OnTick(world_);
@@ -718,7 +787,7 @@ std::int64_t Session::TickLocked(FrameEvents* events, std::int64_t start_ns, boo
   bool wanted = false;
   bool full_wanted = full_frame;
   for (const std::shared_ptr<Subscriber>& subscriber : subscribers_) {
-    subscriber->Accumulate(transitions_, over_contact_budget);
+    subscriber->Accumulate(transitions_, track_events_, over_contact_budget);
     if (!subscriber->Wants(tick)) continue;
     wanted = true;
     full_wanted = full_wanted || !subscriber->TakesLean(tick);
@@ -1302,6 +1371,10 @@ std::shared_ptr<const Frame> Session::MakeFrameLocked() const {
   frame->contacts_dropped = world_.contacts_dropped();
   if (!world_.state().timed.empty()) {
     frame->track = world_.TrackReadings();
+    frame->track_names = track_names_;
+  }
+  if (std::optional<sim::RaceStatus> race = world_.RaceNow(); race.has_value()) {
+    frame->race = std::make_shared<const sim::RaceStatus>(*std::move(race));
     frame->track_names = track_names_;
   }
   frame_cache_ = frame;

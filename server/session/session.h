@@ -26,6 +26,7 @@
 #include "absl/types/span.h"
 #include "server/session/command.h"
 #include "server/session/frame.h"
+#include "server/session/race_results.h"
 #include "server/session/playback.h"
 #include "server/session/scheduler.h"
 #include "server/session/session_metrics.h"
@@ -114,6 +115,8 @@ struct SessionConfig {
   std::vector<sim::VehicleSpec> vehicles;    // Spawned at tick 0, with their drivers.
   std::vector<std::string> route_names;      // Of world.routes, in order.
   std::vector<SpawnPoint> spawn_points;
+  // What a race called in the session uses for the rules its call leaves unset.
+  sim::RaceRules race_rules;
 };
 
 // The world of `config` at tick 0: created, its obstacles placed, its vehicles spawned.
@@ -272,6 +275,16 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // are gone) with NotFound. The clock keeps its mode, paced from now. Returns the new frame.
   absl::StatusOr<std::shared_ptr<const Frame>> Reset();
 
+  // Calls a race: see sim::World::StartRace (its errors). Returns the race as called (in its
+  // countdown, or started already without one: then at its first tick).
+  absl::StatusOr<RaceReport> StartRace(const StartRaceCommand& command);
+  // The route of the race track named `name` (empty: the session's first race track).
+  // InvalidArgument ("track") naming the tracks there are, or why that one is not raced.
+  absl::StatusOr<std::uint32_t> RaceTrack(absl::string_view name) const;
+  // The race called last, as it stands now; FailedPrecondition ("session_id") if none was
+  // called since the session was created or reset.
+  absl::StatusOr<RaceReport> Race() const;
+
   // Queues a Step of `ticks` ticks on the session's workers and returns at once (a cheap
   // Step with nothing queued before it runs at once, on the caller's thread: see
   // kInlineBudget_ns); `on_done` is called exactly once: in this call (on the caller's thread,
@@ -428,6 +441,7 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   void Finish(AfterUnlock after);
 
   SimTime NowLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<RaceReport> RaceLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool PacedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One tick of the world, shown to the observers and offered to the subscribers; appends its
   // transitions to `events` if not null. Measures its cost (tick_cost_ns_).
@@ -545,6 +559,7 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   std::vector<std::uint32_t> lateness_histogram_ ABSL_GUARDED_BY(mu_);
   std::int64_t lateness_max_ns_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<sim::ContactEvent> transitions_ ABSL_GUARDED_BY(mu_);  // Scratch of a tick.
+  std::vector<TrackEvent> track_events_ ABSL_GUARDED_BY(mu_);         // Scratch of a tick.
   // What the last tick took on the clock, ns; -1 before the first and after the world grew.
   std::int64_t tick_cost_ns_ ABSL_GUARDED_BY(mu_) = -1;
   // Whether the last tick dropped contacts (see TickLocked).

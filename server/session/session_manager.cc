@@ -117,12 +117,14 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const SessionReq
       .obstacles = request.obstacles,
       .vehicles = request.vehicles,
       .spawn_points = request.spawn_points,
+      .race_rules = request.race_rules,
   };
   for (const NamedRoute& route : request.routes) {
     config.world.routes.push_back(route.route);
     config.route_names.push_back(route.name);
   }
   RETURN_IF_ERROR(CheckClockSettings(config.clock, limits_.clock_limits));
+  RETURN_IF_ERROR(sim::ValidateRaceRules(config.race_rules));
   if (config.clock.mode != ClockMode::kLockstep && scheduler_ == nullptr) {
     return absl::FailedPreconditionError(
         "clock_mode: this server runs no scheduler; only LOCKSTEP is available");

@@ -51,6 +51,7 @@ struct SessionRequest {
   std::vector<sim::VehicleSpec> vehicles;      // Spawned at tick 0.
   std::vector<NamedRoute> routes;              // For the built-in drivers, by index.
   std::vector<SpawnPoint> spawn_points;
+  sim::RaceRules race_rules;  // Checked (sim::ValidateRaceRules).
   // A re-simulation's (a recording's): the world's first ids (a session reset before the
   // recording started goes on from the ids of the world before), and its contact budget
   // (unset: the server's; at most the server's).

@@ -21,11 +21,20 @@ void Subscriber::Filter(FrameEvents& events) const {
   });
 }
 
+bool Subscriber::Follows(const TrackEvent& event) const {
+  const sim::VehicleId vehicle = event.vehicle();
+  return vehicle == 0 || options_.vehicle_ids.empty() ||
+         std::binary_search(options_.vehicle_ids.begin(), options_.vehicle_ids.end(), vehicle);
+}
+
 void Subscriber::Accumulate(absl::Span<const sim::ContactEvent> transitions,
-                            bool over_contact_budget) {
-  if (transitions.empty() && !over_contact_budget) return;
+                            absl::Span<const TrackEvent> track_events, bool over_contact_budget) {
+  if (transitions.empty() && track_events.empty() && !over_contact_budget) return;
   absl::MutexLock lock(&mu_);
   if (over_contact_budget) ++accumulated_.ticks_over_contact_budget;
+  for (const TrackEvent& event : track_events) {
+    if (Follows(event)) AppendTrackEvents({&event, 1}, accumulated_);
+  }
   if (options_.vehicle_ids.empty()) {
     AppendEvents(transitions, accumulated_);
     return;
@@ -75,7 +84,9 @@ bool Subscriber::OfferLocked(std::shared_ptr<const Frame> frame, FrameEvents eve
     const std::size_t bytes =
         options_.queue_bytes > 0
             ? FrameBytes(*frame) +
-                  (events.events.size() + lost_events_.events.size()) * sizeof(sim::ContactEvent)
+                  (events.events.size() + lost_events_.events.size()) * sizeof(sim::ContactEvent) +
+                  (events.track_events.size() + lost_events_.track_events.size()) *
+                      sizeof(TrackEvent)
             : 0;
     if (queue_.size() >= options_.queue_capacity ||
         (options_.queue_bytes > 0 && !queue_.empty() && !first_pending_ &&

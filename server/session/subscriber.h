@@ -83,7 +83,8 @@ struct SubscriberOptions {
   // ticking (lockstep, paused, barrier) waits for the next tick, or for a transport that asks
   // again (Take) on its own timer.
   std::optional<double> max_rate_hz;
-  // Events only of contacts involving these vehicles (sorted, unique); empty = all.
+  // Events only of contacts involving these vehicles, and track events only of them and of
+  // the race as a whole (sorted, unique); empty = all.
   std::vector<sim::VehicleId> vehicle_ids;
   // kLossless: frames the queue holds, >= 1.
   std::size_t queue_capacity = 64;
@@ -112,9 +113,11 @@ class Subscriber {
   // frame (lost_* set, and their events), if any were.
   std::optional<Delivery> TakeLost();
 
-  // Session side, under its lock. The contact transitions (kBegan, kEnded) of a tick; kept
-  // until the next delivery.
-  void Accumulate(absl::Span<const sim::ContactEvent> transitions, bool over_contact_budget = false);
+  // Session side, under its lock. The contact transitions (kBegan, kEnded) and the track
+  // events of a tick; kept until the next delivery.
+  void Accumulate(absl::Span<const sim::ContactEvent> transitions,
+                  absl::Span<const TrackEvent> track_events = {},
+                  bool over_contact_budget = false);
   // Whether this subscriber takes the frame of `tick` (decimation).
   bool Wants(std::uint64_t tick) const { return tick % options_.every_n_ticks == 0; }
   // Whether a lean frame of `tick` will do.
@@ -133,6 +136,8 @@ class Subscriber {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool max_rate_hz_set() const { return options_.max_rate_hz.has_value(); }
   void Filter(FrameEvents& events) const;
+  // Whether the track event is for this subscriber (its vehicles, or the race's own).
+  bool Follows(const TrackEvent& event) const;
 
   const SubscriberOptions options_;
   const std::shared_ptr<SubscriberTransport> transport_;

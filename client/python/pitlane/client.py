@@ -832,6 +832,35 @@ class _Api:
         return self._unary("DeleteSession", pb.DeleteSessionRequest(session_id=session_id),
                            lambda r: r.time)
 
+    # Races ------------------------------------------------------------------
+
+    def start_race(self, session_id: str, *, track: str = "",
+                   vehicle_ids: Sequence[int] = (), grid_from_spawn_points: bool = False,
+                   replace: bool = False, **rules: float) -> pb.RaceStatus:
+        """Calls a race (docs/racing.md) on ``track`` (default: the session's first race
+        track) with every car timed on the track, or ``vehicle_ids`` (in grid order). Their
+        grid: where they stand, or with ``grid_from_spawn_points`` the session's spawn points
+        in order (each car put there at rest). ``rules``: ``pb.RaceRules`` fields (``laps``,
+        ``countdown_s``, ``jump_start_m``, ``penalty_contact_s``, ...); unset ones are the
+        session's. ``replace`` abandons a race still running. Returns the race as called."""
+        request = pb.StartRaceRequest(session_id=session_id, track=track,
+                                      vehicle_ids=list(vehicle_ids), replace=replace,
+                                      grid_from_spawn_points=grid_from_spawn_points,
+                                      rules=pb.RaceRules(**rules))
+        return self._unary("StartRace", request, lambda r: r.race)
+
+    def race_results(self, session_id: str, format: Optional[str] = None):
+        """The results of the race called last: a ``pb.RaceStatus`` (final once its phase is
+        ``RACE_PHASE_FINISHED``), or with ``format="csv"`` or ``"json"`` the results as that
+        text (for grading: docs/racing.md has the columns)."""
+        formats = {None: pb.RESULTS_FORMAT_UNSPECIFIED, "csv": pb.RESULTS_FORMAT_CSV,
+                   "json": pb.RESULTS_FORMAT_JSON}
+        if format not in formats:
+            raise ValueError(f"format must be 'csv', 'json' or None, not {format!r}")
+        request = pb.GetRaceResultsRequest(session_id=session_id, format=formats[format])
+        return self._unary("GetRaceResults", request,
+                           lambda r: r.race if format is None else r.content)
+
     # Vehicles ---------------------------------------------------------------
 
     def spawn_vehicle(self, session_id: str, **spec_fields) -> int:

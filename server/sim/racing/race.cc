@@ -4,6 +4,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace pitlane::sim {
@@ -39,12 +40,11 @@ absl::StatusOr<Race> Race::Create(const TrackGeometry& track, const RaceRules& r
                                   std::vector<Entry> entries, double now_s) {
   if (absl::Status valid = ValidateRaceRules(rules); !valid.ok()) return valid;
   if (entries.empty()) return absl::InvalidArgumentError("entries: a race needs a car");
+  absl::flat_hash_set<VehicleId> entered;
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    for (std::size_t j = 0; j < i; ++j) {
-      if (entries[j].vehicle == entries[i].vehicle) {
-        return absl::InvalidArgumentError(absl::StrCat("entries[", i, "].vehicle_id: vehicle ",
-                                                       entries[i].vehicle, " is entered twice"));
-      }
+    if (!entered.insert(entries[i].vehicle).second) {
+      return absl::InvalidArgumentError(absl::StrCat("entries[", i, "].vehicle_id: vehicle ",
+                                                     entries[i].vehicle, " is entered twice"));
     }
   }
   return Race(track, rules, std::move(entries), now_s);
@@ -54,9 +54,11 @@ Race::Race(const TrackGeometry& track, const RaceRules& rules, std::vector<Entry
            double now_s)
     : track_(&track), rules_(rules), start_s_(now_s + rules.countdown_s),
       race_time_s_(-rules.countdown_s), last_update_s_(now_s) {
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return a.vehicle < b.vehicle; });
-  for (Entry& entry : entries) cars_.push_back({.entry = entry});
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    cars_.push_back({.entry = std::move(entries[i]), .grid = static_cast<std::uint32_t>(i)});
+  }
+  std::sort(cars_.begin(), cars_.end(),
+            [](const Car& a, const Car& b) { return a.entry.vehicle < b.entry.vehicle; });
 }
 
 void Race::Penalize(Car& car, double seconds, RaceEvent::Cause cause, double time_s,
@@ -180,6 +182,8 @@ std::vector<RaceStanding> Race::Standings() const {
   for (const Car& car : cars_) {
     RaceStanding standing;
     standing.vehicle = car.entry.vehicle;
+    standing.name = car.entry.name;
+    standing.grid_position = car.grid + 1;
     standing.finished = car.finished;
     standing.retired = car.retired;
     standing.race_time_s = car.finished ? car.finish_time_s : std::max(race_time_s_, 0.0);
@@ -197,22 +201,28 @@ std::vector<RaceStanding> Race::Standings() const {
     }
     standings.push_back(standing);
   }
-  // Running or finished before retired; more laps; at equal laps two finished cars by time
-  // plus penalties, others by when they completed them (or, none yet, by distance); then the
-  // lower id.
-  std::sort(standings.begin(), standings.end(), [](const RaceStanding& a, const RaceStanding& b) {
-    if (a.retired != b.retired) return !a.retired;
-    if (a.laps != b.laps) return a.laps > b.laps;
-    if (a.finished && b.finished) {
-      const double ta = a.race_time_s + a.penalties_s, tb = b.race_time_s + b.penalties_s;
-      if (ta != tb) return ta < tb;
-    } else if (a.laps > 0) {
-      if (a.laps_done_at_s != b.laps_done_at_s) return a.laps_done_at_s < b.laps_done_at_s;
-    } else if (a.distance_m != b.distance_m) {
-      return a.distance_m > b.distance_m;
-    }
-    return a.vehicle < b.vehicle;
-  });
+  // On the grid: its order. From the start: running or finished before retired; more laps;
+  // at equal laps two finished cars by time plus penalties, others by when they completed
+  // them (or, none yet, by distance); then the lower id.
+  if (phase_ == RacePhase::kCountdown) {
+    std::sort(standings.begin(), standings.end(), [](const RaceStanding& a, const RaceStanding& b) {
+      return a.grid_position < b.grid_position;
+    });
+  } else {
+    std::sort(standings.begin(), standings.end(), [](const RaceStanding& a, const RaceStanding& b) {
+      if (a.retired != b.retired) return !a.retired;
+      if (a.laps != b.laps) return a.laps > b.laps;
+      if (a.finished && b.finished) {
+        const double ta = a.race_time_s + a.penalties_s, tb = b.race_time_s + b.penalties_s;
+        if (ta != tb) return ta < tb;
+      } else if (a.laps > 0) {
+        if (a.laps_done_at_s != b.laps_done_at_s) return a.laps_done_at_s < b.laps_done_at_s;
+      } else if (a.distance_m != b.distance_m) {
+        return a.distance_m > b.distance_m;
+      }
+      return a.vehicle < b.vehicle;
+    });
+  }
   for (std::size_t i = 0; i < standings.size(); ++i) {
     RaceStanding& standing = standings[i];
     const RaceStanding& leader = standings[0];
@@ -225,6 +235,13 @@ std::vector<RaceStanding> Race::Standings() const {
     }
   }
   return standings;
+}
+
+bool Race::Entered(VehicleId vehicle) const {
+  const auto it = std::lower_bound(
+      cars_.begin(), cars_.end(), vehicle,
+      [](const Car& car, VehicleId id) { return car.entry.vehicle < id; });
+  return it != cars_.end() && it->entry.vehicle == vehicle;
 }
 
 const LapTracker* Race::TrackerOf(VehicleId vehicle) const {

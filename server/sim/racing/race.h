@@ -13,7 +13,8 @@
 //   - Penalties, added to a finished car's race time: per jump start, per contact the car
 //     begins during the race (with a vehicle, an obstacle or a wall: both cars of a
 //     collision), per excursion off the track.
-//   - Standings: cars still in the race (running or finished) before those that retired;
+//   - Standings: during the countdown, the grid's order (the order of the entries); from the
+//     start, cars still in the race (running or finished) before those that retired;
 //     then more laps first; at equal laps, two finished cars by race time plus penalties,
 //     others by when they completed that many laps (earlier first), or, with no lap yet, by
 //     distance along the track (further first); what is still equal, by the lower vehicle id.
@@ -23,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -72,7 +74,9 @@ struct RaceEvent {
 
 struct RaceStanding {
   VehicleId vehicle = 0;
+  std::string name;            // The vehicle's, as it was when the race was called.
   std::uint32_t position = 0;  // 1-based.
+  std::uint32_t grid_position = 0;  // 1-based: its place in the order of the entries.
   std::uint32_t laps = 0;
   double distance_m = 0.0;     // Along the track since the start (LapProgress::distance_m).
   bool finished = false;
@@ -97,6 +101,7 @@ class Race {
   struct Entry {
     VehicleId vehicle = 0;
     Pose2 grid_pose;  // Where it stands for the start.
+    std::string name = {};  // Its label in the standings.
   };
   // Calls a race on `track` (it must outlive the race) at time `now_s` (the session's
   // simulated time), with the cars of `entries`. InvalidArgument for rules out of range (as
@@ -111,15 +116,21 @@ class Race {
               absl::Span<const VehicleId> contacts_begun, std::vector<RaceEvent>* events);
 
   RacePhase phase() const { return phase_; }
+  const RaceRules& rules() const { return rules_; }
   double start_time_s() const { return start_s_; }  // Session time of the start (planned).
+  // Since the start, as of the last Update (negative during the countdown).
+  double race_time_s() const { return race_time_s_; }
   // The standings now (final once finished), by position.
   std::vector<RaceStanding> Standings() const;
+  // Whether the vehicle was entered in the race. O(log n).
+  bool Entered(VehicleId vehicle) const;
   // The car's lap tracker, once the race started (null before, or for an unknown car).
   const LapTracker* TrackerOf(VehicleId vehicle) const;
 
  private:
   struct Car {
     Entry entry;
+    std::uint32_t grid = 0;  // Its place in the entries' order.
     std::optional<LapTracker> tracker;
     bool finished = false, retired = false;
     double finish_time_s = 0.0;
@@ -132,8 +143,8 @@ class Race {
   void Penalize(Car& car, double seconds, RaceEvent::Cause cause, double time_s,
                 std::vector<RaceEvent>* events);
 
-  const TrackGeometry* track_;
-  const RaceRules rules_;
+  const TrackGeometry* track_;  // Shared by copies of the race.
+  RaceRules rules_;
   std::vector<Car> cars_;  // By ascending vehicle id.
   RacePhase phase_ = RacePhase::kCountdown;
   double start_s_ = 0.0;     // Session time the race starts at.

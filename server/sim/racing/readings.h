@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "server/sim/racing/lap_tracker.h"
+#include "server/sim/racing/race.h"
 #include "server/sim/racing/track_sensors.h"
 #include "server/sim/world/ids.h"
 
@@ -25,6 +27,16 @@ struct VehicleLapEvent {
   VehicleId id = 0;
   std::uint32_t route = 0;
   LapEvent event;  // Its time_s counts from the vehicle's spawn.
+};
+
+// A world's race (World::StartRace) as it stands at the current tick.
+struct RaceStatus {
+  std::uint32_t route = 0;  // The race track's route.
+  RaceRules rules;
+  RacePhase phase = RacePhase::kCountdown;
+  double start_time_s = 0.0;  // World time of the start (planned, during the countdown).
+  double race_time_s = 0.0;   // Since the start (negative during the countdown).
+  std::vector<RaceStanding> standings;  // By position.
 };
 
 }  // namespace pitlane::sim

@@ -477,11 +477,21 @@ void World::DriveVehicles() {
   }
   if (!occupants_.empty()) FindLeaders(params_.routes, occupants_, absl::MakeSpan(leaders_));
 
-  // Each driver's intent, as controls its model takes.
+  // Each driver's intent, as controls its model takes; a race's cars wait for its start.
+  const bool waiting_for_start =
+      state_.race.has_value() && state_.race->race.phase() == RacePhase::kCountdown;
   for (std::size_t k = 0; k < state_.drivers.size(); ++k) {
     DrivenVehicle& driven = state_.drivers[k];
     const std::uint32_t row = driven.row;
     if (table.crashed[row] != 0) continue;
+    if (waiting_for_start && state_.race->race.Entered(table.ids[row])) {
+      // On the grid until the start: brakes to a stop, then holds still.
+      const VehicleInput hold = BrakeToStopInput(table.kinds[row], table.ids[row],
+                                                 table.speed_mps[row], params_.dt_s);
+      const std::uint32_t slot = table.slots[row];
+      state_.fleets.Visit(table.kinds[row], [&](auto& fleet) { fleet.SetControls(slot, hold); });
+      continue;
+    }
     const DriverView view = DriverViewOf(table, row);
     DriverIntent intent;
     if (const auto* follower = std::get_if<RouteFollowerSpec>(&driven.spec)) {
@@ -611,9 +621,131 @@ void World::Step(std::vector<ContactEvent>* transitions) {
   // Events, and the clock.
   ++state_.tick;
   transitions_.clear();
-  DiffContacts(state_.contacts, state_.tick, absl::MakeSpan(contacts_),
-               transitions != nullptr ? *transitions : transitions_);
+  std::vector<ContactEvent>& events = transitions != nullptr ? *transitions : transitions_;
+  const std::size_t events_before = events.size();
+  DiffContacts(state_.contacts, state_.tick, absl::MakeSpan(contacts_), events);
   state_.contacts.swap(contacts_);
+
+  // The race, from where the vehicles ended the tick and the contacts that began in it.
+  race_events_.clear();
+  if (state_.race.has_value() && state_.race->race.phase() != RacePhase::kFinished) {
+    contacts_begun_.clear();
+    for (std::size_t i = events_before; i < events.size(); ++i) {
+      if (events[i].phase != ContactPhase::kBegan) continue;
+      const ContactPair& pair = events[i].contact.pair;
+      contacts_begun_.push_back(pair.vehicle);
+      if (pair.other_kind == ObjectKind::kVehicle) contacts_begun_.push_back(pair.other_id);
+    }
+    state_.race->race.Update(
+        sim_time_s(),
+        [&table](VehicleId id) -> std::optional<Pose2> {
+          const std::ptrdiff_t row = table.Find(id);
+          if (row < 0) return std::nullopt;
+          return table.PoseAt(static_cast<std::size_t>(row));
+        },
+        contacts_begun_, &race_events_);
+  }
+}
+
+absl::Status World::StartRace(std::uint32_t route, const RaceRules& rules,
+                              absl::Span<const VehicleId> vehicles, bool replace,
+                              absl::Span<const Pose2> grid) {
+  if (route >= params_.tracks.size() || params_.tracks[route] == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "track: route ", route, " is not a race track",
+        route < params_.not_raced_because.size() && !params_.not_raced_because[route].empty()
+            ? absl::StrCat(" (", params_.not_raced_because[route], ")")
+            : ""));
+  }
+  if (state_.race.has_value() && state_.race->race.phase() != RacePhase::kFinished && !replace) {
+    return absl::FailedPreconditionError(
+        "replace: a race is running (its countdown or its laps); set replace to abandon it");
+  }
+  const VehicleTable& table = state_.vehicles;
+  std::vector<Race::Entry> entries;
+  if (vehicles.empty()) {
+    for (const TimedVehicle& timed : state_.timed) {
+      if (timed.route == route) {
+        entries.push_back({table.ids[timed.row], table.PoseAt(timed.row), table.specs[timed.row].name});
+      }
+    }
+    if (entries.empty()) {
+      return absl::InvalidArgumentError(
+          "vehicle_ids: no vehicle is timed on the track; spawn cars on it or name them");
+    }
+  }
+  absl::flat_hash_set<VehicleId> named;
+  for (std::size_t i = 0; i < vehicles.size(); ++i) {
+    if (!named.insert(vehicles[i]).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("vehicle_ids[", i, "]: vehicle ", vehicles[i], " is named twice"));
+    }
+    const std::ptrdiff_t row = table.Find(vehicles[i]);
+    if (row < 0) {
+      return absl::NotFoundError(
+          absl::StrCat("vehicle_ids[", i, "]: no vehicle ", vehicles[i], " in the session"));
+    }
+    entries.push_back({vehicles[i], table.PoseAt(static_cast<std::size_t>(row)),
+                       table.specs[static_cast<std::size_t>(row)].name});
+  }
+  if (!grid.empty()) {
+    if (grid.size() < entries.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("grid: ", entries.size(),
+                                                     " cars, but only ", grid.size(),
+                                                     " grid slots"));
+    }
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const Pose2& slot = grid[i];
+      if (!std::isfinite(slot.x_m) || !std::isfinite(slot.y_m) || !std::isfinite(slot.yaw_rad) ||
+          std::abs(slot.x_m) > kMaxCoordinate_m || std::abs(slot.y_m) > kMaxCoordinate_m) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("grid[", i, "]: must be finite, |x|, |y| <= ", kMaxCoordinate_m));
+      }
+      entries[i].grid_pose = slot;
+    }
+  }
+  ASSIGN_OR_RETURN(Race race,
+                   Race::Create(*params_.tracks[route], rules, entries, sim_time_s()));
+  // Nothing fails from here: the cars go to their slots.
+  if (!grid.empty()) {
+    for (const Race::Entry& entry : entries) {
+      PlaceOnGrid(static_cast<std::size_t>(table.Find(entry.vehicle)), entry.grid_pose);
+    }
+  }
+  state_.race = WorldRace{.route = route, .race = std::move(race)};
+  return absl::OkStatus();
+}
+
+void World::PlaceOnGrid(std::size_t row, const Pose2& pose) {
+  VehicleTable& table = state_.vehicles;
+  SetPose(row, pose);
+  const std::uint32_t slot = table.slots[row];
+  state_.fleets.Visit(table.kinds[row], [&](auto& fleet) { fleet.Halt(slot, table); });
+  const std::ptrdiff_t driver = DriverOf(row);
+  if (driver >= 0) {
+    DrivenVehicle& driven = state_.drivers[static_cast<std::size_t>(driver)];
+    if (const auto* follower = std::get_if<RouteFollowerSpec>(&driven.spec)) {
+      driven.route = StartFollowing(params_.routes[follower->route], driven.vehicle,
+                                    DriverViewOf(table, row));
+    }
+  }
+  for (TimedVehicle& timed : state_.timed) {
+    if (timed.row == row) {
+      timed.tracker = LapTracker(*params_.tracks[timed.route], table.PoseAt(row));
+    }
+  }
+  vehicle_grid_stale_ = true;
+}
+
+std::optional<RaceStatus> World::RaceNow() const {
+  if (!state_.race.has_value()) return std::nullopt;
+  const Race& race = state_.race->race;
+  return RaceStatus{.route = state_.race->route,
+                    .rules = race.rules(),
+                    .phase = race.phase(),
+                    .start_time_s = race.start_time_s(),
+                    .race_time_s = race.race_time_s(),
+                    .standings = race.Standings()};
 }
 
 bool World::HasDriver(VehicleId id) const {

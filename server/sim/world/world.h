@@ -104,6 +104,12 @@ struct TimedVehicle {
   LapTracker tracker;
 };
 
+// A race called in a world (World::StartRace).
+struct WorldRace {
+  std::uint32_t route = 0;  // The race track's route.
+  Race race;
+};
+
 // The state of a world: everything that changes as it runs.
 struct WorldState {
   std::uint64_t tick = 0;  // Ticks stepped since creation.
@@ -120,6 +126,8 @@ struct WorldState {
   // The vehicles timed on a race track, by ascending id (so by ascending row). Derived from
   // their poses since they were spawned, so not hashed.
   std::vector<TimedVehicle> timed;
+  // The race called last, if any (derived from the poses since it was called: not hashed).
+  std::optional<WorldRace> race;
   // Totals over the vehicles alive: range_scan.beam_count plus the track sensors' beams, and
   // nearest_objects.count.
   std::uint64_t scan_beams = 0;
@@ -214,6 +222,23 @@ class World {
   std::vector<VehicleTrackReading> TrackReadings() const;
   // The laps and sectors completed in the last step, by vehicle id then time.
   const std::vector<VehicleLapEvent>& lap_events() const { return lap_events_; }
+  // Calls a race (racing/race.h) on the race track of route `route` at the current tick, with
+  // `vehicles` (empty: every vehicle timed on that track, by id). Their grid: where they stand,
+  // or with `grid` the car k-th in that order is placed on grid[k] at rest (its lap timer and
+  // its route follower start again there). During the countdown the built-in drivers of the
+  // cars entered brake to a stop and hold still. It replaces a race that finished; one still
+  // running only when `replace` is set. Errors, naming the field, changing nothing:
+  // InvalidArgument for a route that is not a race track ("track"), rules out of range
+  // ("race.laps"), no car ("vehicle_ids"), a vehicle named twice, fewer grid slots than cars
+  // or a slot out of bounds ("grid"); NotFound for a vehicle not alive ("vehicle_ids[2]");
+  // FailedPrecondition for a race still running without `replace`.
+  absl::Status StartRace(std::uint32_t route, const RaceRules& rules,
+                         absl::Span<const VehicleId> vehicles, bool replace,
+                         absl::Span<const Pose2> grid = {});
+  // The race called last, as it stands at the current tick; nullopt if none was called.
+  std::optional<RaceStatus> RaceNow() const;
+  // What the race did in the last step (racing/race.h's events), in order.
+  const std::vector<RaceEvent>& race_events() const { return race_events_; }
   // Where every vehicle alive is and how fast it goes, the same numbers as Snapshot's poses,
   // speeds and crashed flags: columns copied whole, without visiting the models (a fifth of a
   // Snapshot's bytes).
@@ -245,6 +270,8 @@ class World {
   void Crash(std::size_t row);
   // Moves the vehicle at table row `row` to `pose`, in its fleet and in the table.
   void SetPose(std::size_t row, const Pose2& pose);
+  // Moves it to `pose` at rest, its follower and lap timer starting again there.
+  void PlaceOnGrid(std::size_t row, const Pose2& pose);
 
   WorldParams params_;
   WorldState state_;
@@ -262,6 +289,8 @@ class World {
   std::vector<RouteOccupant> occupants_;
   std::vector<VehicleLapEvent> lap_events_;
   std::vector<LapEvent> lap_scratch_;
+  std::vector<RaceEvent> race_events_;
+  std::vector<VehicleId> contacts_begun_;
   std::vector<std::optional<RouteLeader>> leaders_;
 };
 

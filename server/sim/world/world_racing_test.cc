@@ -281,5 +281,197 @@ TEST(WorldRacing, TrackSensorsAndRemovalsKeepEveryReadingWithItsVehicle) {
   EXPECT_EQ(world.state().scan_beams, 0u);
 }
 
+// A point `back_m` metres behind the line on the circle, heading along it.
+Pose2 OnCircleBehindTheLine(double back_m) {
+  const double theta = -std::numbers::pi / 2 - back_m / kRadius_m;
+  return {kRadius_m * std::cos(theta), kRadius_m + kRadius_m * std::sin(theta),
+          theta + std::numbers::pi / 2};
+}
+
+// A race called in a world: the countdown with a jump start, the start, the laps, the flag
+// and the finish, with the standings the rules give; a copy of the world mid-race runs on to
+// the same results.
+TEST(WorldRacing, ARaceRunsFromItsCountdownToItsResults) {
+  World world = MakeWorld({Circle()});
+  const double length = world.params().routes[0].length_m;
+  constexpr double kSpeed = 20.0;
+  VehicleSpec jumper = Circler(kSpeed);  // Rolls through the countdown: it jumps the start.
+  VehicleSpec waiter = Circler(0.0);
+  waiter.initial_pose = OnCircleBehindTheLine(10.0);
+  const absl::StatusOr<std::vector<VehicleId>> ids = world.Spawn({jumper, waiter});
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  const VehicleId a = (*ids)[0], b = (*ids)[1];
+  ASSERT_TRUE(world.SetInputs({CirclerInput(a, kSpeed)}).ok());
+  const RaceRules rules{.laps = 1, .countdown_s = 1.0};
+  ASSERT_TRUE(world.StartRace(0, rules, {}, false).ok());  // Both: every car timed on it.
+  ASSERT_TRUE(world.RaceNow().has_value());
+  EXPECT_EQ(world.RaceNow()->phase, RacePhase::kCountdown);
+  EXPECT_DOUBLE_EQ(world.RaceNow()->start_time_s, 1.0);
+
+  std::vector<RaceEvent> events;
+  std::optional<World> copy;
+  while (world.RaceNow()->phase != RacePhase::kFinished && world.sim_time_s() < 120.0) {
+    world.Step();
+    events.insert(events.end(), world.race_events().begin(), world.race_events().end());
+    if (world.RaceNow()->phase != RacePhase::kCountdown) {
+      // Green: b goes, turning at the rate that keeps it on the circle as it speeds up.
+      VehicleInput go = CirclerInput(b, kSpeed);
+      go.yaw_rate_radps = world.MotionOf(b)->speed_mps / kRadius_m;
+      ASSERT_TRUE(world.SetInputs({go}).ok());
+    }
+    if (world.tick() == 500) copy.emplace(world);
+  }
+  const RaceStatus status = *world.RaceNow();
+  ASSERT_EQ(status.phase, RacePhase::kFinished);
+
+  std::vector<std::pair<RaceEvent::Kind, VehicleId>> kinds;
+  for (const RaceEvent& event : events) kinds.emplace_back(event.kind, event.vehicle);
+  using enum RaceEvent::Kind;
+  EXPECT_THAT(kinds, ElementsAre(std::pair{kJumpStart, a}, std::pair{kPenalty, a},
+                                 std::pair{kStart, VehicleId{0}}, std::pair{kSector, a},
+                                 std::pair{kLap, a}, std::pair{kFinish, a},
+                                 std::pair{kSector, b}, std::pair{kLap, b},
+                                 std::pair{kFinish, b}, std::pair{kRaceFinished, VehicleId{0}}));
+  // a is 20 m past the line at the start (its lap 1 is partial); b 10 m behind, from rest.
+  const double dt = 1.0 / kTickRate_hz;
+  const RaceEvent& lap_a = events[4];
+  const RaceEvent& lap_b = events[7];
+  EXPECT_NEAR(lap_a.time_s, (length - kSpeed * rules.countdown_s) / kSpeed, 2 * dt);
+  EXPECT_GT(lap_b.time_s, (length + 10.0) / kSpeed);
+  EXPECT_LT(lap_b.time_s, lap_a.time_s + rules.penalty_jump_start_s);
+  // b wins: a's 10 s for the jump start outweigh its lead.
+  ASSERT_EQ(status.standings.size(), 2u);
+  EXPECT_EQ(status.standings[0].vehicle, b);
+  EXPECT_EQ(status.standings[1].vehicle, a);
+  EXPECT_EQ(status.standings[1].jump_starts, 1u);
+  EXPECT_DOUBLE_EQ(status.standings[1].penalties_s, rules.penalty_jump_start_s);
+  ASSERT_TRUE(status.standings[1].gap_s.has_value());
+  EXPECT_NEAR(*status.standings[1].gap_s,
+              lap_a.time_s + rules.penalty_jump_start_s - lap_b.time_s, 1e-9);
+  EXPECT_EQ(status.standings[0].off_tracks + status.standings[0].contacts, 0u);
+
+  // The copy taken mid-race, stepped on alone, ends the same.
+  ASSERT_TRUE(copy.has_value());
+  while (copy->RaceNow()->phase != RacePhase::kFinished && copy->sim_time_s() < 120.0) copy->Step();
+  const RaceStatus copied = *copy->RaceNow();
+  ASSERT_EQ(copied.standings.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(copied.standings[i].vehicle, status.standings[i].vehicle);
+    EXPECT_EQ(copied.standings[i].race_time_s, status.standings[i].race_time_s);
+  }
+  // A race that finished gives way to the next one.
+  EXPECT_TRUE(world.StartRace(0, rules, {b}, false).ok());
+  EXPECT_EQ(world.RaceNow()->standings.size(), 1u);
+}
+
+// Contacts that begin during the race cost their penalty: a car through an obstacle on the
+// track (the policy reports it and lets it through) gets one.
+TEST(WorldRacing, AContactDuringTheRaceIsPenalized) {
+  World world = MakeWorld({Circle()});
+  constexpr double kSpeed = 20.0;
+  const absl::StatusOr<std::vector<VehicleId>> ids = world.Spawn({Circler(kSpeed)});
+  ASSERT_TRUE(ids.ok());
+  ASSERT_TRUE(world.SetInputs({CirclerInput((*ids)[0], kSpeed)}).ok());
+  // A box on the track a quarter of the way round.
+  ASSERT_TRUE(world.AddObstacles({{.center_x_m = kRadius_m, .center_y_m = kRadius_m}}).ok());
+  ASSERT_TRUE(world.StartRace(0, {.laps = 1, .countdown_s = 0.0}, {}, false).ok());
+  std::vector<RaceEvent> penalties;
+  while (world.sim_time_s() < 10.0) {
+    world.Step();
+    for (const RaceEvent& event : world.race_events()) {
+      if (event.kind == RaceEvent::Kind::kPenalty) penalties.push_back(event);
+    }
+  }
+  ASSERT_EQ(penalties.size(), 1u);
+  EXPECT_EQ(penalties[0].cause, RaceEvent::Cause::kContact);
+  EXPECT_EQ(world.RaceNow()->standings[0].contacts, 1u);
+  EXPECT_EQ(world.RaceNow()->standings[0].penalties_s, RaceRules{}.penalty_contact_s);
+}
+
+TEST(WorldRacing, StartRaceChecksItsTrackCarsAndRules) {
+  World world = MakeWorld({Straight(), Circle()});
+  const absl::StatusOr<std::vector<VehicleId>> ids = world.Spawn({Circler(0.0)});
+  ASSERT_TRUE(ids.ok());
+  const VehicleId car = (*ids)[0];
+  struct Case {
+    std::uint32_t route;
+    RaceRules rules;
+    std::vector<VehicleId> vehicles;
+    absl::StatusCode code;
+    const char* message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {0, {}, {}, absl::StatusCode::kInvalidArgument, "track: route 0 is not a race track"},
+           {7, {}, {}, absl::StatusCode::kInvalidArgument, "track: route 7"},
+           {1, {.laps = 0}, {}, absl::StatusCode::kInvalidArgument, "race.laps"},
+           {1, {}, {car, 99}, absl::StatusCode::kNotFound, "vehicle_ids[1]: no vehicle 99"},
+           {1, {}, {car, car}, absl::StatusCode::kInvalidArgument,
+            "vehicle_ids[1]: vehicle 1 is named twice"},
+       }) {
+    const absl::Status status = world.StartRace(c.route, c.rules, c.vehicles, false);
+    EXPECT_EQ(status.code(), c.code) << status;
+    EXPECT_THAT(status.message(), HasSubstr(c.message));
+    EXPECT_FALSE(world.RaceNow().has_value()) << "a failed call changes nothing";
+  }
+  ASSERT_TRUE(world.StartRace(1, {}, {}, false).ok());
+  const absl::Status again = world.StartRace(1, {.laps = 5}, {}, false);
+  EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(again.message(), HasSubstr("replace: a race is running"));
+  EXPECT_EQ(world.RaceNow()->rules.laps, 3u);
+  ASSERT_TRUE(world.StartRace(1, {.laps = 5}, {}, true).ok());
+  EXPECT_EQ(world.RaceNow()->rules.laps, 5u);
+}
+
+// Placed on the grid: each car at rest on its slot in the order named, its lap timer started
+// again there; a built-in driver waits for the start (no jump start), then races.
+TEST(WorldRacing, CarsPlacedOnTheGridWaitForTheStart) {
+  World world = MakeWorld({Circle()});
+  VehicleSpec ai;
+  ai.model = KinematicBicycleSpec{};
+  ai.initial_pose = {0.0, 0.0, 0.0};
+  ai.driver = RouteFollowerSpec{.route = 0, .target_speed_mps = 12.0};
+  const absl::StatusOr<std::vector<VehicleId>> ids = world.Spawn({ai, Circler(0.0)});
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  const VehicleId driven = (*ids)[0], student = (*ids)[1];
+  for (int i = 0; i < 500; ++i) world.Step();  // The AI car is 10 s round the circle.
+  ASSERT_GT(world.TrackReadings()[0].progress.distance_m, 50.0);
+
+  // Grid: the student's car first (on the line), the AI car 8 m behind it.
+  const std::vector<Pose2> grid = {OnCircleBehindTheLine(0.0), OnCircleBehindTheLine(8.0),
+                                   OnCircleBehindTheLine(16.0)};
+  const absl::Status too_few =
+      world.StartRace(0, {}, {student, driven}, false, absl::MakeConstSpan(grid).first(1));
+  EXPECT_THAT(too_few.message(), HasSubstr("grid: 2 cars, but only 1 grid slots"));
+  ASSERT_TRUE(world.StartRace(0, {.laps = 1, .countdown_s = 2.0}, {student, driven}, false, grid)
+                  .ok());
+  std::vector<VehicleSnapshot> cars = world.Snapshot();
+  EXPECT_NEAR(cars[0].pose.x_m, grid[1].x_m, 1e-9);  // The AI car (the lower id).
+  EXPECT_NEAR(cars[0].pose.y_m, grid[1].y_m, 1e-9);
+  EXPECT_EQ(cars[0].speed_mps, 0.0);
+  EXPECT_NEAR(cars[1].pose.x_m, grid[0].x_m, 1e-9);
+  // Its lap timer starts again on the grid: 8 m behind the line.
+  EXPECT_NEAR(world.TrackReadings()[0].progress.distance_m, -8.0, 0.05);
+  EXPECT_EQ(world.TrackReadings()[0].progress.laps_completed, 0u);
+
+  std::vector<RaceEvent> events;
+  while (world.RaceNow()->phase != RacePhase::kFinished && world.sim_time_s() < 400.0) {
+    world.Step();
+    if (world.RaceNow()->phase == RacePhase::kCountdown) {
+      EXPECT_EQ(world.Snapshot()[0].speed_mps, 0.0) << "the AI car waits for the start";
+    }
+    events.insert(events.end(), world.race_events().begin(), world.race_events().end());
+  }
+  for (const RaceEvent& event : events) {
+    EXPECT_NE(event.kind, RaceEvent::Kind::kJumpStart);
+  }
+  const RaceStatus status = *world.RaceNow();
+  ASSERT_EQ(status.phase, RacePhase::kFinished);
+  EXPECT_EQ(status.standings[0].vehicle, driven);
+  EXPECT_TRUE(status.standings[0].finished);
+  EXPECT_EQ(status.standings[1].vehicle, student);
+  // The student's car never went: not finished 120 s after the flag, it retired.
+  EXPECT_TRUE(status.standings[1].retired);
+}
+
 }  // namespace
 }  // namespace pitlane::sim
