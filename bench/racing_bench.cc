@@ -10,7 +10,8 @@
 // BM_WorldStepTimed: a world's whole step of 10,000 physics bodies driving straight on (and,
 // at the bends, off) a 62 km oval, 6.2 m apart (no contacts), with (timed:1) and without
 // (timed:0) the oval as the world's route: what timing every vehicle on its race track adds
-// to a tick, side by side.
+// to a tick, side by side; and (racing:1) with every vehicle entered in a race on it as well
+// (World::StartRace: its own lap timers, contacts, standings kept), what a race adds.
 #include <cmath>
 #include <vector>
 
@@ -105,10 +106,10 @@ void BM_TrackSensorsBruteForce(benchmark::State& state) { BM_Sensors<true>(state
 BENCHMARK(BM_TrackSensors)->Arg(10000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TrackSensorsBruteForce)->Arg(100)->Unit(benchmark::kMillisecond);
 
-void BM_WorldStepTimed(benchmark::State& state) {
-  const int n = static_cast<int>(state.range(0));
-  const bool timed = state.range(1) != 0;
-  // A 62 km oval: the vehicles 6.2 m apart on its centre line, heading along it.
+// A world of `n` physics bodies on a 62 km oval, 6.2 m apart on its centre line, heading
+// along it at 10 m/s (plus `speed_step` more each, one after another); the oval is the
+// world's route (every vehicle timed on it) when `timed`.
+World OvalWorld(int n, bool timed, double speed_step = 0.0) {
   const RouteParams oval = *MakeRouteParams(
       {.points = ::pitlane::sim::Oval(14000.0, 1000.0, 2.0), .closed = true, .lane_width_m = 12.0});
   WorldSpec spec{.tick_rate_hz = 50.0, .max_vehicles = static_cast<std::uint32_t>(n)};
@@ -123,21 +124,58 @@ void BM_WorldStepTimed(benchmark::State& state) {
     const RoutePoint p = RoutePointAt(oval, oval.length_m * i / n, segment);
     const RouteVertex& v = oval.vertices[segment];
     specs[i].model = PhysicsBodySpec{.drag_factor_per_frame = 1.0};
-    specs[i].initial_speed_mps = 10.0;
+    specs[i].initial_speed_mps = 10.0 + speed_step * i;
     specs[i].initial_pose = {.x_m = p.x_m, .y_m = p.y_m, .yaw_rad = std::atan2(v.dir_y, v.dir_x)};
   }
   const std::vector<VehicleId> ids = *world.Spawn(specs);
   std::vector<VehicleInput> inputs;
-  for (const VehicleId id : ids) inputs.push_back({.id = id, .target_speed_mps = 10.0});
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    inputs.push_back({.id = ids[i], .target_speed_mps = specs[i].initial_speed_mps});
+  }
   (void)world.SetInputs(inputs);
-  if (world.state().timed.size() != (timed ? ids.size() : 0)) state.SkipWithError("timing");
-  for (auto _ : state) world.Step();
+  return world;
+}
+
+void PerVehicle(benchmark::State& state, int n) {
   state.counters["per_vehicle"] = benchmark::Counter(
       static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
                                   benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_WorldStepTimed)->ArgNames({"vehicles", "timed"})
-    ->ArgsProduct({{10000}, {0, 1}})->Unit(benchmark::kMicrosecond);
+
+void BM_WorldStepTimed(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const bool timed = state.range(1) != 0;
+  const bool racing = state.range(2) != 0;
+  World world = OvalWorld(n, timed);
+  if (world.state().timed.size() != (timed ? static_cast<std::size_t>(n) : 0)) {
+    state.SkipWithError("timing");
+  }
+  if (racing && !world.StartRace(0, {.laps = 1000, .countdown_s = 0.0}, {}, false).ok()) {
+    state.SkipWithError("race");
+  }
+  world.Step();  // The start.
+  for (auto _ : state) world.Step();
+  if (racing && world.RaceNow()->standings.size() != static_cast<std::size_t>(n)) {
+    state.SkipWithError("racing");
+  }
+  PerVehicle(state, n);
+}
+BENCHMARK(BM_WorldStepTimed)->ArgNames({"vehicles", "timed", "racing"})
+    ->Args({10000, 0, 0})->Args({10000, 1, 0})->Args({10000, 1, 1})->Unit(benchmark::kMicrosecond);
+
+// A race's standings for its n cars (sorted by the rules), as every published frame makes
+// them while a race runs.
+void BM_RaceStandings(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  World world = OvalWorld(n, /*timed=*/true, /*speed_step=*/0.001);
+  if (!world.StartRace(0, {.laps = 1000, .countdown_s = 0.0}, {}, false).ok()) {
+    state.SkipWithError("race");
+  }
+  for (int t = 0; t < 10; ++t) world.Step();
+  for (auto _ : state) benchmark::DoNotOptimize(world.RaceNow());
+  PerVehicle(state, n);
+}
+BENCHMARK(BM_RaceStandings)->Arg(20)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace pitlane::sim

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -82,6 +83,32 @@ const char* RacePhaseName(sim::RacePhase phase) {
   return "unknown";
 }
 
+const char* RaceEventKindName(sim::RaceEvent::Kind kind) {
+  using K = sim::RaceEvent::Kind;
+  switch (kind) {
+    case K::kStart: return "start";
+    case K::kJumpStart: return "jump_start";
+    case K::kSector: return "sector";
+    case K::kLap: return "lap";
+    case K::kPenalty: return "penalty";
+    case K::kFinish: return "finish";
+    case K::kRetired: return "retired";
+    case K::kRaceFinished: return "race_finished";
+  }
+  return "unknown";
+}
+
+const char* PenaltyCauseName(sim::RaceEvent::Cause cause) {
+  using C = sim::RaceEvent::Cause;
+  switch (cause) {
+    case C::kNone: return "";
+    case C::kJumpStart: return "jump_start";
+    case C::kContact: return "contact";
+    case C::kOffTrack: return "off_track";
+  }
+  return "";
+}
+
 const char* StandingState(const sim::RaceStanding& standing) {
   if (standing.finished) return "finished";
   if (standing.retired) return "retired";
@@ -103,9 +130,52 @@ std::string RaceResultsCsv(const RaceReport& report) {
   return out;
 }
 
+std::string StandingsJson(const std::vector<sim::RaceStanding>& standings) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < standings.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '{';
+    bool first = true;
+    for (const Column& column : Columns(standings[i])) {
+      absl::StrAppend(&out, first ? "" : ",", "\"", column.name, "\":",
+                      column.text                                ? JsonString(column.value)
+                      : column.optional && column.value.empty() ? std::string("null")
+                                                                 : column.value);
+      first = false;
+    }
+    out += '}';
+  }
+  out += ']';
+  return out;
+}
+
+std::string RaceEventsJson(absl::Span<const TrackEvent> events) {
+  std::string out = "[";
+  bool first = true;
+  for (const TrackEvent& track_event : events) {
+    const auto* event = std::get_if<sim::RaceEvent>(&track_event.event);
+    if (event == nullptr) continue;
+    absl::StrAppend(&out, first ? "" : ",", "{\"tick\":", track_event.tick, ",\"kind\":\"",
+                    RaceEventKindName(event->kind), "\",\"vehicle_id\":", event->vehicle,
+                    ",\"race_time_s\":", Seconds(event->time_s), ",\"lap\":", event->lap,
+                    ",\"sector\":", event->sector);
+    if (event->kind == sim::RaceEvent::Kind::kPenalty) {
+      absl::StrAppend(&out, ",\"penalty_s\":", Seconds(event->value), ",\"cause\":\"",
+                      PenaltyCauseName(event->cause), "\"");
+    } else if (event->kind == sim::RaceEvent::Kind::kLap ||
+               event->kind == sim::RaceEvent::Kind::kSector) {
+      absl::StrAppend(&out, ",\"duration_s\":", Seconds(event->value));
+    }
+    out += '}';
+    first = false;
+  }
+  out += ']';
+  return out;
+}
+
 std::string RaceResultsJson(const RaceReport& report) {
   const sim::RaceRules& rules = report.status.rules;
-  std::string out = absl::StrCat(
+  return absl::StrCat(
       "{\"session_id\":", JsonString(report.session_id), ",\"track\":", JsonString(report.track),
       ",\"phase\":\"", RacePhaseName(report.status.phase), "\",\"tick\":", report.time.tick,
       ",\"sim_time_s\":", Seconds(report.time.sim_time_s),
@@ -115,22 +185,8 @@ std::string RaceResultsJson(const RaceReport& report) {
       ",\"penalty_jump_start_s\":", Seconds(rules.penalty_jump_start_s),
       ",\"penalty_contact_s\":", Seconds(rules.penalty_contact_s),
       ",\"penalty_off_track_s\":", Seconds(rules.penalty_off_track_s),
-      ",\"finish_timeout_s\":", Seconds(rules.finish_timeout_s), "},\"standings\":[");
-  for (std::size_t i = 0; i < report.status.standings.size(); ++i) {
-    if (i > 0) out += ',';
-    out += '{';
-    bool first = true;
-    for (const Column& column : Columns(report.status.standings[i])) {
-      absl::StrAppend(&out, first ? "" : ",", "\"", column.name, "\":",
-                      column.text                                ? JsonString(column.value)
-                      : column.optional && column.value.empty() ? std::string("null")
-                                                                 : column.value);
-      first = false;
-    }
-    out += '}';
-  }
-  out += "]}";
-  return out;
+      ",\"finish_timeout_s\":", Seconds(rules.finish_timeout_s),
+      "},\"standings\":", StandingsJson(report.status.standings), "}");
 }
 
 }  // namespace pitlane::session

@@ -4,6 +4,9 @@
 #define PITLANE_SERVER_SESSION_RACE_RESULTS_H_
 
 #include <string>
+#include <vector>
+
+#include "absl/types/span.h"
 
 #include "server/session/frame.h"
 #include "server/sim/racing/readings.h"
@@ -22,6 +25,17 @@ struct RaceReport {
 const char* RacePhaseName(sim::RacePhase phase);
 // A standing's state: "finished", "retired", or "running".
 const char* StandingState(const sim::RaceStanding& standing);
+
+// "start", "jump_start", "sector", "lap", "penalty", "finish", "retired", "race_finished".
+const char* RaceEventKindName(sim::RaceEvent::Kind kind);
+// "jump_start", "contact", "off_track" ("" for none).
+const char* PenaltyCauseName(sim::RaceEvent::Cause cause);
+
+// The standings as a JSON array: one object per car by position, the CSV's columns.
+std::string StandingsJson(const std::vector<sim::RaceStanding>& standings);
+// A race's events as a JSON array of objects (tick, kind, vehicle_id, race_time_s, lap,
+// sector, duration_s or penalty_s and cause).
+std::string RaceEventsJson(absl::Span<const TrackEvent> events);
 
 // RFC 4180 CSV: a header row, then one row per car by position; CRLF line ends. Times in
 // seconds with millisecond digits; a time not set (no full lap, no gap) is an empty field. A

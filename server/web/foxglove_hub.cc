@@ -37,7 +37,7 @@ constexpr std::size_t kAdvertiseBytes = 32 * 1024;
 // answered is dropped.
 constexpr std::size_t kMaxInboxBytes = 1 << 20;
 
-enum class ChannelKind { kScene, kMap, kWorldState, kContacts, kLog, kVehicle, kViewer };
+enum class ChannelKind { kScene, kMap, kWorldState, kContacts, kLog, kVehicle, kViewer, kRace };
 
 std::string TopicOf(absl::string_view session_id, ChannelKind kind, sim::VehicleId vehicle) {
   switch (kind) {
@@ -55,6 +55,8 @@ std::string TopicOf(absl::string_view session_id, ChannelKind kind, sim::Vehicle
       return absl::StrCat("/", session_id, "/vehicle/", vehicle);
     case ChannelKind::kViewer:
       return absl::StrCat("/", session_id, "/viewer");
+    case ChannelKind::kRace:
+      return absl::StrCat("/", session_id, "/race");
   }
   return "";
 }
@@ -369,6 +371,9 @@ std::uint32_t FoxgloveConnection::NewChannel(const std::string& session_id, Chan
     case ChannelKind::kLog:
       json_schema("foxglove.Log", LogSchema());
       break;
+    case ChannelKind::kRace:
+      json_schema("pitlane.Race", RaceSchema());
+      break;
     case ChannelKind::kVehicle:
       json_schema("pitlane.VehicleTelemetry", VehicleTelemetrySchema());
       break;
@@ -390,7 +395,7 @@ bool FoxgloveConnection::AddSession(const std::shared_ptr<session::Session>& ses
   std::vector<foxglove::Channel> advertise;
   const std::string& id = session->id();
   for (const ChannelKind kind : {ChannelKind::kScene, ChannelKind::kMap, ChannelKind::kContacts,
-                                 ChannelKind::kLog}) {
+                                 ChannelKind::kLog, ChannelKind::kRace}) {
     state.channels[kind] = NewChannel(id, kind, 0, advertise);
   }
   if (hub_->options().encode_world_state) {
@@ -623,6 +628,12 @@ bool FoxgloveConnection::Publish(const std::string& id, SessionState& state,
   }
   if (const ChannelRef* channel = channel_of(ChannelKind::kContacts)) {
     if (!publish(channel, ContactsJson(*frame, delivery.events, ns))) return false;
+  }
+  if (const ChannelRef* channel = channel_of(ChannelKind::kRace)) {
+    // Once a race is called: its standings every frame, its events since the last one.
+    if (frame->race != nullptr && !publish(channel, RaceJson(*frame, delivery.events, ns))) {
+      return false;
+    }
   }
   if (const ChannelRef* channel = channel_of(ChannelKind::kLog)) {
     std::vector<sim::VehicleId> ids;

@@ -8,6 +8,8 @@
 //   /<session id>/contacts          pitlane.Contacts (json)
 //   /<session id>/log               foxglove.Log (json): vehicles added and removed, resets
 //   /<session id>/vehicle/<id>      pitlane.VehicleTelemetry (json), for the Plot panel
+//   /<session id>/race              pitlane.Race (json): the standings of its race and the
+//                                   race's events, each frame once a race was called
 //
 // Channels are advertised as sessions and vehicles come and go. Each connection receives a
 // session's frames through its own session::Subscriber (newest frame wins, at most one frame

@@ -650,6 +650,31 @@ std::string ContactsJson(const session::Frame& frame, const session::FrameEvents
   return out;
 }
 
+std::string RaceJson(const session::Frame& frame, const session::FrameEvents& events,
+                     std::uint64_t stamp_ns) {
+  std::string out = "{\"timestamp\":";
+  Time(stamp_ns, &out);
+  out.append(",\"tick\":");
+  AppendInteger(frame.time.tick, &out);
+  if (frame.race != nullptr) {
+    const sim::RaceStatus& race = *frame.race;
+    out.append(",\"track\":");
+    AppendString(session::RaceTrackName(frame), &out);
+    out.append(",\"phase\":\"");
+    out.append(session::RacePhaseName(race.phase));
+    out.append("\",\"race_time_s\":");
+    AppendNumber(race.race_time_s, &out);
+    out.append(",\"laps\":");
+    AppendInteger(static_cast<std::uint64_t>(race.rules.laps), &out);
+    out.append(",\"standings\":");
+    out.append(session::StandingsJson(race.standings));
+  }
+  out.append(",\"events\":");
+  out.append(session::RaceEventsJson(events.track_events));
+  out.push_back('}');
+  return out;
+}
+
 std::string LogJson(std::uint64_t stamp_ns, int level, absl::string_view name,
                     absl::string_view message) {
   std::string out = "{\"timestamp\":";
@@ -774,6 +799,31 @@ const std::string& LogSchema() {
       R"({"title":"foxglove.Log","type":"object","properties":{)"
       R"("timestamp":{"type":"object"},"level":{"type":"integer"},"message":{"type":"string"},)"
       R"("name":{"type":"string"},"file":{"type":"string"},"line":{"type":"integer"}}})");
+  return *schema;
+}
+
+const std::string& RaceSchema() {
+  static const std::string* const schema = new std::string(
+      R"({"title":"pitlane.Race","type":"object","properties":{)"
+      R"("timestamp":{"type":"object"},"tick":{"type":"integer"},"track":{"type":"string"},)"
+      R"("phase":{"type":"string","enum":["countdown","racing","finished"]},)"
+      R"("race_time_s":{"type":"number"},"laps":{"type":"integer"},)"
+      R"("standings":{"type":"array","items":{"type":"object","properties":{)"
+      R"("position":{"type":"integer"},"vehicle_id":{"type":"integer"},)"
+      R"("vehicle_name":{"type":"string"},"state":{"type":"string"},)"
+      R"("grid_position":{"type":"integer"},"laps":{"type":"integer"},)"
+      R"("race_time_s":{"type":"number"},"penalties_s":{"type":"number"},)"
+      R"("total_time_s":{"type":"number"},"gap_s":{"type":["number","null"]},)"
+      R"("gap_laps":{"type":"integer"},"gap_m":{"type":"number"},)"
+      R"("best_lap_s":{"type":["number","null"]},"last_lap_s":{"type":["number","null"]},)"
+      R"("distance_m":{"type":"number"},"jump_starts":{"type":"integer"},)"
+      R"("contacts":{"type":"integer"},"off_tracks":{"type":"integer"}},)"
+      R"("required":["position","vehicle_id","state","laps","total_time_s"]}},)"
+      R"("events":{"type":"array","items":{"type":"object","properties":{)"
+      R"("tick":{"type":"integer"},"kind":{"type":"string"},"vehicle_id":{"type":"integer"},)"
+      R"("race_time_s":{"type":"number"},"lap":{"type":"integer"},"sector":{"type":"integer"},)"
+      R"("duration_s":{"type":"number"},"penalty_s":{"type":"number"},"cause":{"type":"string"}},)"
+      R"("required":["tick","kind","vehicle_id","race_time_s"]}}},"required":["timestamp","tick","events"]})");
   return *schema;
 }
 

@@ -122,10 +122,11 @@ int ViewerApi::Serve(mg_connection* connection) {
   if (parts.size() != 2) return RespondError(connection, absl::NotFoundError("path: no such API"));
   const absl::string_view id = parts[0];
   const absl::string_view action = parts[1];
+  if (action == "race.csv" || action == "race.json") return ServeRace(connection, visitor.get(), id, action);
   if (action != "pause" && action != "resume" && action != "step" && action != "reset" &&
       action != "speed" && action != "seek") {
     return RespondError(connection, absl::NotFoundError(
-                                        "action: one of pause, resume, step, reset, speed, seek"));
+        "action: one of pause, resume, step, reset, speed, seek (POST), race.csv, race.json (GET)"));
   }
   if (method != "POST") {
     return RespondJson(connection, 405, "Method Not Allowed",
@@ -229,6 +230,34 @@ int ViewerApi::Serve(mg_connection* connection) {
   AppendSession(*session, true, &body);
   body.push_back('\n');
   return RespondJson(connection, 200, "OK", body);
+}
+
+int ViewerApi::ServeRace(mg_connection* connection, const Visitor* visitor, absl::string_view id,
+                         absl::string_view action) {
+  const absl::string_view method = mg_get_request_info(connection)->request_method;
+  if (method != "GET" && method != "HEAD") {
+    return RespondJson(connection, 405, "Method Not Allowed",
+                       "{\"error\":\"method: GET reads a race's results\"}\n",
+                       "Allow: GET, HEAD\r\n");
+  }
+  // Seen first: a session the visitor may not see is not even looked up.
+  if (visitor != nullptr && !visitor->MaySee(id)) {
+    return RespondError(connection, absl::NotFoundError("session_id: no such session"));
+  }
+  absl::StatusOr<std::shared_ptr<session::Session>> found = options_.sessions->Find(id);
+  if (!found.ok()) return RespondError(connection, found.status());
+  const absl::StatusOr<session::RaceReport> race = (*found)->Race();
+  if (!race.ok()) return RespondError(connection, race.status());
+  const bool csv = action == "race.csv";
+  // A download named after the session (its id is the server's: safe in a header).
+  const std::string headers =
+      absl::StrCat("Content-Disposition: attachment; filename=\"race-", race->session_id,
+                   csv ? ".csv" : ".json", "\"\r\nCache-Control: no-store\r\n");
+  if (csv) {
+    return Respond(connection, 200, "OK", "text/csv; charset=utf-8",
+                   session::RaceResultsCsv(*race), headers);
+  }
+  return RespondJson(connection, 200, "OK", session::RaceResultsJson(*race) + "\n", headers);
 }
 
 }  // namespace pitlane::web

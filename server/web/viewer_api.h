@@ -5,8 +5,11 @@
 //   POST /api/sessions/<id>/resume              clock running again
 //   POST /api/sessions/<id>/step?ticks=N        N ticks (1 by default; LOCKSTEP or paused)
 //   POST /api/sessions/<id>/reset               back to tick 0 as created
+//   GET  /api/sessions/<id>/race.csv            the results of its last race (docs/racing.md),
+//   GET  /api/sessions/<id>/race.json           as GetRaceResults gives them (409: no race)
 //
-// The token comes as for the WebSocket (request.h). Changes need the session's owner or the
+// The token comes as for the WebSocket (request.h). Reads need a visitor who may see the
+// session; changes need the session's owner or the
 // admin (any visitor with --auth=none) and are audited like the gRPC calls that do the same.
 // Answers are JSON: the session after the change, or {"error": "..."} naming the field, with
 // 400, 401, 403, 404, 405, 409 (the clock does not allow it), 503 (too many Steps waiting) or
@@ -55,6 +58,9 @@ class ViewerApi {
 
  private:
   int Serve(mg_connection* connection);
+  // GET /api/sessions/<id>/race.csv and race.json: the race's results (docs/racing.md).
+  int ServeRace(mg_connection* connection, const Visitor* visitor, absl::string_view id,
+                absl::string_view action);
   const ViewerApiOptions options_;
   std::atomic<int> steps_waiting_{0};
 };

@@ -90,3 +90,29 @@ def test_tokens_from_the_command_line(tmp_path):
         denied = cli(server.address, "step", sid, token_file=viewer_file)
         assert denied.returncode == 1 and "PERMISSION_DENIED" in denied.stderr
         assert token not in refused.stderr + denied.stderr
+
+
+def test_a_race_and_its_results_from_the_command_line(address, client):
+    sid = ok(address, "create", "--scenario=oval-race", "--clock=lockstep")[0]
+    grid = ok(address, "race", sid, "--grid", "--laps=1", "--countdown_s=1", "--vehicles=2,1")
+    assert grid[0] == "oval · 1 laps · countdown · race time -1.000 s"
+    assert grid[1].split()[:4] == ["POS", "GRID", "CAR", "LAPS"]
+    # Car 2 first on the grid, as named.
+    assert grid[2].split()[:5] == ["1", "1", "pace", "2", "#2"]
+    assert grid[3].split()[:5] == ["2", "2", "pace", "1", "#1"]
+    again = cli(address, "race", sid)
+    assert again.returncode == 1 and "FAILED_PRECONDITION" in again.stderr
+    for _ in range(7):
+        ok(address, "step", sid, "--ticks=1000")
+    table = ok(address, "results", sid)
+    assert table[0].startswith("oval · 1 laps · finished")
+    assert all(line.split()[-1] == "finished" for line in table[2:])
+    # The CSV and the JSON are the server's, byte for byte.
+    assert "\n".join(ok(address, "results", sid, "--format=csv")) + "\n" == \
+        client.race_results(sid, "csv").replace("\r\n", "\n")
+    assert "\n".join(ok(address, "results", sid, "--format=json")) == \
+        client.race_results(sid, "json")
+    bad = cli(address, "results", sid, "--format=xml")
+    assert bad.returncode == 2 and "--format: table, csv or json" in bad.stderr
+    bad = cli(address, "race", sid, "--vehicles=1,x", "--replace")
+    assert bad.returncode == 2 and "--vehicles" in bad.stderr

@@ -286,6 +286,20 @@ absl::StatusOr<v1::RecordingInfo> Client::StopRecording(absl::string_view record
   return response->recording();
 }
 
+absl::StatusOr<v1::RaceStatus> Client::StartRace(const v1::StartRaceRequest& request) {
+  absl::StatusOr<v1::StartRaceResponse> response = Call(&v1::Simulator::Stub::StartRace, request);
+  if (!response.ok()) return response.status();
+  return response->race();
+}
+
+absl::StatusOr<v1::GetRaceResultsResponse> Client::GetRaceResults(absl::string_view session_id,
+                                                                  v1::ResultsFormat format) {
+  v1::GetRaceResultsRequest request;
+  request.set_session_id(std::string(session_id));
+  request.set_format(format);
+  return Call(&v1::Simulator::Stub::GetRaceResults, request);
+}
+
 absl::StatusOr<std::vector<v1::RecordingInfo>> Client::ListRecordings() {
   absl::StatusOr<v1::ListRecordingsResponse> response =
       Call(&v1::Simulator::Stub::ListRecordings, v1::ListRecordingsRequest());

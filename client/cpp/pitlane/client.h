@@ -127,6 +127,12 @@ class Client {
   absl::StatusOr<v1::SeekPlaybackResponse> SeekPlayback(absl::string_view session_id,
                                                         double time_s);
 
+  // Races (docs/racing.md): calls one (the request's unset rules are the session's), and
+  // its results (with `format`, also as CSV or JSON in the response's content).
+  absl::StatusOr<v1::RaceStatus> StartRace(const v1::StartRaceRequest& request);
+  absl::StatusOr<v1::GetRaceResultsResponse> GetRaceResults(
+      absl::string_view session_id, v1::ResultsFormat format = v1::RESULTS_FORMAT_UNSPECIFIED);
+
   // grpc.health.v1.Health/Check of the whole server: OK when SERVING.
   absl::Status Health();
 

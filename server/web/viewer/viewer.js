@@ -46,6 +46,7 @@
     map: { routes: [], walls: [], obstacles: [], spawns: [] },
     selected: null,         // Vehicle id.
     telemetry: null,        // Latest telemetry JSON of the selected vehicle.
+    race: null,             // Latest pitlane.Race JSON of the session (its standings).
     follow: false,
     view: { cx: 0, cy: 0, scale: 4 }, // World point at the canvas centre; pixels per metre.
     fitted: false,
@@ -207,6 +208,7 @@
     const sid = state.sessionId;
     subscribe("viewer", `/${sid}/viewer`);
     subscribe("map", `/${sid}/map`);
+    subscribe("race", `/${sid}/race`);
     if (state.selected !== null) subscribe("telemetry", `/${sid}/vehicle/${state.selected}`);
   }
 
@@ -217,6 +219,8 @@
     state.session = state.sessions.find((s) => s.id === id) || null;
     state.roster = null;
     state.frame = null;
+    state.race = null;
+    updateRace();
     state.map = { routes: [], walls: [], obstacles: [], spawns: [] };
     state.fitted = false;
     select(null);
@@ -239,7 +243,10 @@
     const payload = new Uint8Array(buffer, 13);
     if (entry.kind === "viewer") onViewer(payload);
     else if (entry.kind === "map") onMap(JSON.parse(new TextDecoder().decode(payload)));
-    else if (entry.kind === "telemetry") {
+    else if (entry.kind === "race") {
+      state.race = JSON.parse(new TextDecoder().decode(payload));
+      updateRace();
+    } else if (entry.kind === "telemetry") {
       state.telemetry = JSON.parse(new TextDecoder().decode(payload));
       updateDetails();
       dirty = true;
@@ -713,6 +720,64 @@
     row(list, "tick", String(t ? t.tick : f.tick));
   }
 
+  // The race's standings (the /race channel: docs/racing.md), beside the world.
+  function updateRace() {
+    const race = state.race;
+    const panel = $("race");
+    panel.classList.toggle("hidden", !race || !race.standings);
+    if (!race || !race.standings) return;
+    const leader = race.standings[0];
+    const lap = leader ? Math.min(leader.laps + 1, race.laps) : 1;
+    $("race-title").textContent = `Race · ${race.track} · ${race.laps} lap${race.laps === 1 ? "" : "s"}`;
+    $("race-clock").textContent =
+      race.phase === "countdown" ? `On the grid: green in ${(-race.race_time_s).toFixed(1)} s`
+      : race.phase === "racing" ? `Lap ${lap} of ${race.laps} · ${lapTime(race.race_time_s)}`
+      : "Finished: final results";
+    const body = $("standings-body");
+    body.replaceChildren(...race.standings.map((s) => {
+      const tr = document.createElement("tr");
+      tr.className = (s.vehicle_id === state.selected ? "selected " : "") + (s.state === "retired" ? "retired" : "");
+      tr.dataset.vehicle = String(s.vehicle_id);
+      const time = s.state === "retired" ? "out"
+        : s.position === 1 ? (s.state === "finished" ? lapTime(s.total_time_s) : "leader")
+        : s.gap_laps > 0 ? `+${s.gap_laps} lap${s.gap_laps === 1 ? "" : "s"}`
+        : s.gap_s !== null ? `+${s.gap_s.toFixed(3)} s`
+        : `+${s.gap_m.toFixed(0)} m`;
+      const cells = [String(s.position), s.vehicle_name ? `${s.vehicle_name} (#${s.vehicle_id})` : `#${s.vehicle_id}`,
+                     String(s.laps), time + (s.state === "finished" ? " ✓" : ""),
+                     s.best_lap_s === null ? "—" : lapTime(s.best_lap_s),
+                     s.penalties_s > 0 ? `+${s.penalties_s.toFixed(0)} s` : ""];
+      tr.replaceChildren(...cells.map((text) => Object.assign(document.createElement("td"), { textContent: text })));
+      tr.addEventListener("click", () => select(s.vehicle_id));
+      return tr;
+    }));
+  }
+
+  // The results as the server writes them, downloaded with the visitor's token.
+  function resultsLink(format) {
+    return (event) => {
+      event.preventDefault();
+      const id = state.sessionId;
+      if (!id) return;
+      fetch(`/api/sessions/${encodeURIComponent(id)}/race.${format}`, { headers: authHeaders() })
+        .then(async (response) => {
+          if (!response.ok) {
+            const body = await response.json().catch(() => ({}));
+            throw new Error(body.error || `HTTP ${response.status}`);
+          }
+          return response.blob();
+        })
+        .then((blob) => {
+          const a = document.createElement("a");
+          a.href = URL.createObjectURL(blob);
+          a.download = `race-${id}.${format}`;
+          a.click();
+          URL.revokeObjectURL(a.href);
+        })
+        .catch((error) => { showMessage(error.message); setTimeout(() => showMessage(""), 3000); });
+    };
+  }
+
   // A lap's time as a race clock shows it: 1:02.345, or 58.120 s under a minute.
   function lapTime(seconds) {
     if (seconds < 60) return `${seconds.toFixed(3)} s`;
@@ -727,6 +792,7 @@
     }
     state.selected = id;
     state.telemetry = null;
+    updateRace();
     if (id !== null && state.sessionId) subscribe("telemetry", `/${state.sessionId}/vehicle/${id}`);
     updateDetails();
     dirty = true;
@@ -842,6 +908,8 @@
   });
   $("speed").addEventListener("change", (event) => control("speed", `?real_time_factor=${event.target.value}`));
   $("layout").addEventListener("click", layoutLink);
+  $("results-csv").addEventListener("click", resultsLink("csv"));
+  $("results-json").addEventListener("click", resultsLink("json"));
 
   // ---- For tests and the curious ---------------------------------------------------------
 
@@ -856,6 +924,7 @@
     select,
     control,
     lapTime,
+    updateRace,
     // Draws `count` frames back to back; returns the mean milliseconds per draw.
     benchmarkDraw(count) {
       const started = performance.now();
