@@ -1,6 +1,7 @@
 #include "server/api/convert.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -299,9 +300,20 @@ absl::StatusOr<session::SessionRequest> SessionRequestFromProto(const v1::Sessio
     if (point.name().empty()) {
       return absl::InvalidArgumentError(absl::StrCat("spawn_points[", i, "].name: required"));
     }
+    // A grid slot for a race (docs/racing.md): a pose a car can be put on.
+    const v1::Pose2D& pose = point.pose();
+    for (const auto& [field, value, limit] :
+         {std::tuple{"x_m", pose.x_m(), sim::kMaxCoordinate_m},
+          std::tuple{"y_m", pose.y_m(), sim::kMaxCoordinate_m},
+          std::tuple{"yaw_rad", pose.yaw_rad(), 1e9}}) {
+      if (!std::isfinite(value) || std::abs(value) > limit) {
+        return absl::InvalidArgumentError(absl::StrCat("spawn_points[", i, "].pose.", field,
+                                                       ": must be finite and within ", limit,
+                                                       ", got ", value));
+      }
+    }
     request.spawn_points.push_back(
-        {.name = point.name(),
-         .pose = {point.pose().x_m(), point.pose().y_m(), point.pose().yaw_rad()}});
+        {.name = point.name(), .pose = {pose.x_m(), pose.y_m(), pose.yaw_rad()}});
   }
   absl::StatusOr<std::vector<sim::VehicleSpec>> vehicles =
       VehicleSpecsFromProto(config.vehicles(), route_names);
@@ -830,7 +842,7 @@ v1::RacePhase RacePhaseToProto(sim::RacePhase phase) {
 void TrackEventsToProto(const session::FrameEvents& events, const session::Frame& frame,
                         google::protobuf::RepeatedPtrField<v1::LapEvent>* laps,
                         google::protobuf::RepeatedPtrField<v1::RaceEvent>* races) {
-  for (const session::TrackEvent& event : events.track_events) {
+  for (const session::TrackEvent& event : events.lap_events) {
     if (const auto* lap = std::get_if<sim::VehicleLapEvent>(&event.event)) {
       v1::LapEvent* out = laps->Add();
       out->set_tick(event.tick);
@@ -843,9 +855,12 @@ void TrackEventsToProto(const session::FrameEvents& events, const session::Frame
       out->set_sector(lap->event.sector);
       out->set_time_s(lap->event.time_s);
       out->set_duration_s(lap->event.duration_s);
-      continue;
     }
-    const sim::RaceEvent& race = std::get<sim::RaceEvent>(event.event);
+  }
+  for (const session::TrackEvent& event : events.race_events) {
+    const auto* found = std::get_if<sim::RaceEvent>(&event.event);
+    if (found == nullptr) continue;
+    const sim::RaceEvent& race = *found;
     v1::RaceEvent* out = races->Add();
     out->set_tick(event.tick);
     out->set_kind(RaceEventKindToProto(race.kind));

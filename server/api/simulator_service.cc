@@ -252,6 +252,8 @@ class StateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     tail.set_ticks_over_contact_budget(delivery->events.ticks_over_contact_budget);
     TrackEventsToProto(delivery->events, frame, tail.mutable_lap_events(),
                        tail.mutable_race_events());
+    tail.set_dropped_lap_events(delivery->events.dropped_lap_events);
+    tail.set_dropped_race_events(delivery->events.dropped_race_events);
     if (vehicle_ids_.empty()) {
       const std::shared_ptr<const std::string> state = encoder_->Encode(delivery->frame);
       buffer_ = EncodeResponse(state, *state, tail);
@@ -545,6 +547,8 @@ class DriveReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
     response_.set_ticks_over_contact_budget(delivery->events.ticks_over_contact_budget);
     TrackEventsToProto(delivery->events, frame, response_.mutable_lap_events(),
                        response_.mutable_race_events());
+    response_.set_dropped_lap_events(delivery->events.dropped_lap_events);
+    response_.set_dropped_race_events(delivery->events.dropped_race_events);
     if (frame.race != nullptr) {
       RaceStatusToProto(*frame.race, session::RaceTrackName(frame), response_.mutable_race());
     }
@@ -609,6 +613,8 @@ absl::Status EncodeStepResponse(absl::StatusOr<session::StepResult> result,
     response.set_ticks_over_contact_budget(result->events.ticks_over_contact_budget);
     TrackEventsToProto(result->events, *result->frame, response.mutable_lap_events(),
                        response.mutable_race_events());
+    response.set_dropped_lap_events(result->events.dropped_lap_events);
+    response.set_dropped_race_events(result->events.dropped_race_events);
     RETURN_IF_ERROR(CheckResponseSize(
         response.ByteSizeLong(),
         "the ticks were stepped, but the state and events are too large for a Step response; "
@@ -1499,18 +1505,31 @@ grpc::ServerUnaryReactor* SimulatorService::StartRace(grpc::CallbackServerContex
     command.vehicles.assign(request->vehicle_ids().begin(), request->vehicle_ids().end());
     command.replace = request->replace();
     if (request->grid_from_spawn_points()) {
-      for (const session::SpawnPoint& slot : config.spawn_points) command.grid.push_back(slot.pose);
+      // The slots the cars named take (all of them for every car timed on the track).
+      for (const session::SpawnPoint& slot : config.spawn_points) {
+        if (!command.vehicles.empty() && command.grid.size() == command.vehicles.size()) break;
+        command.grid.push_back(slot.pose);
+      }
       if (command.grid.empty()) {
         return absl::InvalidArgumentError(
             "grid_from_spawn_points: the session has no spawn points to line the cars up on");
       }
     }
     absl::StatusOr<session::RaceReport> started = session->StartRace(command);
-    if (!started.ok() && absl::StartsWith(started.status().message(), "grid: ")) {
+    if (!started.ok() && absl::StartsWith(started.status().message(), "grid")) {
+      // The world's "grid: ..." and "grid[3]: ..." are about the session's spawn points.
+      absl::string_view message = started.status().message();
+      std::string where;
+      if (absl::ConsumePrefix(&message, "grid[")) {
+        const std::size_t end = message.find("]: ");
+        where = absl::StrCat("spawn point ", message.substr(0, end), ": ");
+        message.remove_prefix(end == absl::string_view::npos ? message.size() : end + 3);
+      } else {
+        absl::ConsumePrefix(&message, "grid: ");
+      }
       return absl::Status(started.status().code(),
-                          absl::StrCat("grid_from_spawn_points: ",
-                                       started.status().message().substr(6),
-                                       " (the session's spawn points)"));
+                          absl::StrCat("grid_from_spawn_points: ", where, message,
+                                       where.empty() ? " (the session's spawn points)" : ""));
     }
     RETURN_IF_ERROR(started.status());
     const session::RaceReport& race = *started;

@@ -13,11 +13,15 @@ void AppendEvents(absl::Span<const sim::ContactEvent> events, FrameEvents& into)
 }
 
 void AppendTrackEvents(absl::Span<const TrackEvent> events, FrameEvents& into) {
-  const std::size_t room =
-      kMaxEventsPerFrame - std::min(kMaxEventsPerFrame, into.track_events.size());
-  const std::size_t kept = std::min(room, events.size());
-  into.track_events.insert(into.track_events.end(), events.begin(), events.begin() + kept);
-  into.dropped_track_events += events.size() - kept;
+  for (const TrackEvent& event : events) {
+    const bool lap = std::holds_alternative<sim::VehicleLapEvent>(event.event);
+    std::vector<TrackEvent>& kept = lap ? into.lap_events : into.race_events;
+    if (kept.size() < kMaxEventsPerFrame) {
+      kept.push_back(event);
+    } else {
+      ++(lap ? into.dropped_lap_events : into.dropped_race_events);
+    }
+  }
 }
 
 sim::VehicleId TrackEvent::vehicle() const {
@@ -52,8 +56,10 @@ FrameEvents MergeEvents(FrameEvents older, FrameEvents newer) {
   older.dropped_ongoing = newer.dropped_ongoing;
   older.ticks_over_contact_budget += newer.ticks_over_contact_budget;
   AppendEvents(newer.events, older);
-  older.dropped_track_events += newer.dropped_track_events;
-  AppendTrackEvents(newer.track_events, older);
+  older.dropped_lap_events += newer.dropped_lap_events;
+  older.dropped_race_events += newer.dropped_race_events;
+  AppendTrackEvents(newer.lap_events, older);
+  AppendTrackEvents(newer.race_events, older);
   return older;
 }
 

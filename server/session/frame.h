@@ -68,10 +68,13 @@ struct FrameEvents {
   // Ticks among those covered whose kBegan and kEnded events may be partial: those that
   // dropped contacts (the world's budget) and the tick after each.
   std::uint64_t ticks_over_contact_budget = 0;
-  // The track events of the same ticks, in tick order (a tick's laps and sectors by vehicle,
-  // then its race's events). At most kMaxEventsPerFrame; those beyond are counted.
-  std::vector<TrackEvent> track_events;
-  std::uint64_t dropped_track_events = 0;
+  // The track events of the same ticks, in tick order: laps and sectors of the timed vehicles
+  // (VehicleLapEvent: by vehicle within a tick) and the race's (RaceEvent). At most
+  // kMaxEventsPerFrame of each kind; those beyond are counted.
+  std::vector<TrackEvent> lap_events;
+  std::vector<TrackEvent> race_events;
+  std::uint64_t dropped_lap_events = 0;
+  std::uint64_t dropped_race_events = 0;
 };
 
 inline constexpr std::size_t kMaxEventsPerFrame = 100000;
@@ -89,7 +92,8 @@ const std::string& RaceTrackName(const Frame& frame);
 
 // Appends `events` to `into`, keeping at most kMaxEventsPerFrame and counting the rest.
 void AppendEvents(absl::Span<const sim::ContactEvent> events, FrameEvents& into);
-// Appends `events` to `into`'s track events, keeping at most kMaxEventsPerFrame.
+// Appends `events` to `into`'s lap or race events, by kind, keeping at most
+// kMaxEventsPerFrame of each.
 void AppendTrackEvents(absl::Span<const TrackEvent> events, FrameEvents& into);
 // Appends kOngoing events for the contacts in effect at `tick` that began before it and sorts
 // `into` by (tick, pair).

@@ -1,5 +1,6 @@
 #include "server/session/race_results.h"
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -15,6 +16,11 @@ namespace pitlane::session {
 namespace {
 
 std::string Seconds(double seconds) { return absl::StrFormat("%.3f", seconds); }
+// Tenths of a metre; a value that rounds to zero is "0.0", never "-0.0".
+std::string Metres(double metres) {
+  const double tenths = std::round(metres * 10.0);
+  return absl::StrFormat("%.1f", tenths == 0.0 ? 0.0 : tenths / 10.0);
+}
 std::string Seconds(const std::optional<double>& seconds) {
   return seconds.has_value() ? Seconds(*seconds) : "";
 }
@@ -41,10 +47,10 @@ std::vector<Column> Columns(const sim::RaceStanding& s) {
       {"total_time_s", Seconds(s.race_time_s + s.penalties_s)},
       {"gap_s", Seconds(s.gap_s), false, true},
       {"gap_laps", absl::StrCat(s.gap_laps)},
-      {"gap_m", absl::StrFormat("%.1f", s.gap_m + 0.0)},  // + 0.0: no "-0.0".
+      {"gap_m", Metres(s.gap_m)},
       {"best_lap_s", Seconds(s.best_lap_s), false, true},
       {"last_lap_s", Seconds(s.last_lap_s), false, true},
-      {"distance_m", absl::StrFormat("%.1f", s.distance_m)},
+      {"distance_m", Metres(s.distance_m)},
       {"jump_starts", absl::StrCat(s.jump_starts)},
       {"contacts", absl::StrCat(s.contacts)},
       {"off_tracks", absl::StrCat(s.off_tracks)},

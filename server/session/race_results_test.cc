@@ -58,7 +58,7 @@ std::unique_ptr<Session> MakeRaceSession() {
 
 std::vector<sim::RaceEvent::Kind> RaceKinds(const FrameEvents& events) {
   std::vector<sim::RaceEvent::Kind> kinds;
-  for (const TrackEvent& event : events.track_events) {
+  for (const TrackEvent& event : events.race_events) {
     if (const auto* race = std::get_if<sim::RaceEvent>(&event.event)) kinds.push_back(race->kind);
   }
   return kinds;
@@ -90,16 +90,21 @@ TEST(SessionRace, EventsReachStepsAndTheSubscribersOfTheirVehicles) {
   EXPECT_EQ(RaceTrackName(*step->frame), "circle");
   // The lap timers' own events too (each car: a sector and a lap, twice at most).
   std::size_t laps = 0;
-  for (const TrackEvent& event : step->events.track_events) {
+  for (const TrackEvent& event : step->events.lap_events) {
     laps += std::holds_alternative<sim::VehicleLapEvent>(event.event) ? 1 : 0;
   }
   EXPECT_GE(laps, 4u);
   // A subscriber of vehicle 2 gets its events and the race's own, not vehicle 1's.
   std::vector<K> seen;
   for (const Delivery& delivery : only_two->deliveries()) {
-    for (const TrackEvent& event : delivery.events.track_events) {
-      EXPECT_THAT(event.vehicle(), ::testing::AnyOf(0u, 2u));
-      if (const auto* race = std::get_if<sim::RaceEvent>(&event.event)) seen.push_back(race->kind);
+    for (const std::vector<TrackEvent>* list :
+         {&delivery.events.lap_events, &delivery.events.race_events}) {
+      for (const TrackEvent& event : *list) {
+        EXPECT_THAT(event.vehicle(), ::testing::AnyOf(0u, 2u));
+        if (const auto* race = std::get_if<sim::RaceEvent>(&event.event)) {
+          seen.push_back(race->kind);
+        }
+      }
     }
   }
   EXPECT_THAT(seen, ElementsAre(K::kStart, K::kSector, K::kLap, K::kFinish, K::kRaceFinished));
@@ -158,16 +163,31 @@ TEST(SessionRace, ResultsAsJsonParseWithTheirNullsAndRules) {
   EXPECT_DOUBLE_EQ(leader["race_time_s"].get<double>(), 1.0);  // 2 s in, green at 1 s.
   // The race events as JSON: a start, with its tick.
   FrameEvents events;
-  events.track_events.push_back({.tick = 7, .event = sim::RaceEvent{.kind = sim::RaceEvent::Kind::kPenalty,
+  events.race_events.push_back({.tick = 7, .event = sim::RaceEvent{.kind = sim::RaceEvent::Kind::kPenalty,
                                                                     .vehicle = 2, .time_s = 3.25,
                                                                     .value = 2.0,
                                                                     .cause = sim::RaceEvent::Cause::kContact}});
-  const nlohmann::json list = nlohmann::json::parse(RaceEventsJson(events.track_events));
+  const nlohmann::json list = nlohmann::json::parse(RaceEventsJson(events.race_events));
   ASSERT_EQ(list.size(), 1u);
   EXPECT_EQ(list[0]["kind"], "penalty");
   EXPECT_EQ(list[0]["cause"], "contact");
   EXPECT_DOUBLE_EQ(list[0]["penalty_s"].get<double>(), 2.0);
   EXPECT_EQ(list[0]["tick"], 7);
+}
+
+TEST(SessionRace, LapAndRaceEventsAreCappedAndCountedApart) {
+  FrameEvents into;
+  std::vector<TrackEvent> laps(kMaxEventsPerFrame + 5, TrackEvent{.event = sim::VehicleLapEvent{}});
+  AppendTrackEvents(laps, into);
+  const TrackEvent finish{.tick = 9, .event = sim::RaceEvent{.kind = sim::RaceEvent::Kind::kFinish}};
+  AppendTrackEvents({&finish, 1}, into);
+  EXPECT_EQ(into.lap_events.size(), kMaxEventsPerFrame);
+  EXPECT_EQ(into.dropped_lap_events, 5u);
+  ASSERT_EQ(into.race_events.size(), 1u);  // Lap events never crowd the race's out.
+  EXPECT_EQ(into.dropped_race_events, 0u);
+  const FrameEvents merged = MergeEvents(std::move(into), FrameEvents{.race_events = {finish}});
+  EXPECT_EQ(merged.race_events.size(), 2u);
+  EXPECT_EQ(merged.dropped_lap_events, 5u);
 }
 
 }  // namespace

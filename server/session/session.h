@@ -275,8 +275,8 @@ class Session final : public ScheduledJob, public std::enable_shared_from_this<S
   // are gone) with NotFound. The clock keeps its mode, paced from now. Returns the new frame.
   absl::StatusOr<std::shared_ptr<const Frame>> Reset();
 
-  // Calls a race: see sim::World::StartRace (its errors). Returns the race as called (in its
-  // countdown, or started already without one: then at its first tick).
+  // Calls a race: see sim::World::StartRace (its errors). Returns the race as called: in its
+  // countdown (with countdown_s 0, it starts at the next tick).
   absl::StatusOr<RaceReport> StartRace(const StartRaceCommand& command);
   // The route of the race track named `name` (empty: the session's first race track).
   // InvalidArgument ("track") naming the tracks there are, or why that one is not raced.

@@ -85,7 +85,8 @@ bool Subscriber::OfferLocked(std::shared_ptr<const Frame> frame, FrameEvents eve
         options_.queue_bytes > 0
             ? FrameBytes(*frame) +
                   (events.events.size() + lost_events_.events.size()) * sizeof(sim::ContactEvent) +
-                  (events.track_events.size() + lost_events_.track_events.size()) *
+                  (events.lap_events.size() + events.race_events.size() +
+                   lost_events_.lap_events.size() + lost_events_.race_events.size()) *
                       sizeof(TrackEvent)
             : 0;
     if (queue_.size() >= options_.queue_capacity ||

@@ -274,6 +274,8 @@ class FoxgloveConnection {
     std::uint32_t roster_sent = 0;
     // The vehicles of the frame the log channel saw last; unset until it has seen one.
     std::optional<std::vector<sim::VehicleId>> log_ids;
+    // The race channel's last message had standings (a reset since sends one without).
+    bool race_shown = false;
   };
 
   void Run();
@@ -630,9 +632,11 @@ bool FoxgloveConnection::Publish(const std::string& id, SessionState& state,
     if (!publish(channel, ContactsJson(*frame, delivery.events, ns))) return false;
   }
   if (const ChannelRef* channel = channel_of(ChannelKind::kRace)) {
-    // Once a race is called: its standings every frame, its events since the last one.
-    if (frame->race != nullptr && !publish(channel, RaceJson(*frame, delivery.events, ns))) {
-      return false;
+    // Once a race is called: its standings every frame, its events since the last one; and
+    // one message without standings when it is gone (a reset), so that none stay shown.
+    if (frame->race != nullptr || state.race_shown) {
+      if (!publish(channel, RaceJson(*frame, delivery.events, ns))) return false;
+      state.race_shown = frame->race != nullptr;
     }
   }
   if (const ChannelRef* channel = channel_of(ChannelKind::kLog)) {

@@ -670,7 +670,7 @@ std::string RaceJson(const session::Frame& frame, const session::FrameEvents& ev
     out.append(session::StandingsJson(race.standings));
   }
   out.append(",\"events\":");
-  out.append(session::RaceEventsJson(events.track_events));
+  out.append(session::RaceEventsJson(events.race_events));
   out.push_back('}');
   return out;
 }

@@ -53,10 +53,12 @@ void RecordedChannels::Write(const session::Delivery& delivery, std::uint64_t ti
   out.Write(out.Channel(JsonChannel(absl::StrCat("/", id, "/contacts"), "pitlane.Contacts",
                                     ContactsSchema())),
             time_ns, ContactsJson(frame, delivery.events, time_ns));
-  if (frame.race != nullptr) {
+  // Once a race is called, and once more without standings when a reset ends it.
+  if (frame.race != nullptr || race_written_) {
     out.Write(out.Channel(JsonChannel(absl::StrCat("/", id, "/race"), "pitlane.Race",
                                       RaceSchema())),
               time_ns, RaceJson(frame, delivery.events, time_ns));
+    race_written_ = frame.race != nullptr;
   }
   const std::vector<std::string> lines = LogLines(
       id, delivery, log_ids_, [&] { return session_->Describe(false); }, time_ns, ids_);

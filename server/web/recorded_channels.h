@@ -38,6 +38,7 @@ class RecordedChannels {
   absl::flat_hash_set<sim::VehicleId> looked_for_;
   std::optional<std::uint64_t> map_written_;  // Its fingerprint.
   std::optional<std::vector<sim::VehicleId>> log_ids_;
+  bool race_written_ = false;  // The last race message had standings.
   std::vector<sim::VehicleId> ids_;
 };
 

@@ -252,7 +252,7 @@ int ViewerApi::ServeRace(mg_connection* connection, const Visitor* visitor, absl
   // A download named after the session (its id is the server's: safe in a header).
   const std::string headers =
       absl::StrCat("Content-Disposition: attachment; filename=\"race-", race->session_id,
-                   csv ? ".csv" : ".json", "\"\r\nCache-Control: no-store\r\n");
+                   csv ? ".csv" : ".json", "\"\r\n");
   if (csv) {
     return Respond(connection, 200, "OK", "text/csv; charset=utf-8",
                    session::RaceResultsCsv(*race), headers);

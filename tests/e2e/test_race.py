@@ -14,6 +14,7 @@ import json
 import grpc
 import pytest
 
+import pitlane
 from pitlane import pb
 
 import track_racer
@@ -215,6 +216,14 @@ def test_bad_race_calls_name_their_field_and_change_nothing(client, new_session)
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert "grid_from_spawn_points: 10 cars, but only 8 grid slots" in details
     assert client.state_hash(sid) == before
+    # A car not in the race on a grid slot: refused, naming the spawn point.
+    (blocker,) = client.spawn_vehicles(sid, [pitlane.vehicle_spec(x_m=40.0, y_m=-42.5)])
+    code, details = call_error(lambda: client.start_race(
+        sid, vehicle_ids=[1, 2], grid_from_spawn_points=True))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION
+    assert (f"grid_from_spawn_points: spawn point 0: vehicle {blocker} (not in this race) "
+            "stands on the grid slot of vehicle 1") in details
+    client.remove_vehicle(sid, blocker)
     # One race at a time, unless replaced.
     client.start_race(sid, vehicle_ids=extra[:2])
     code, details = call_error(lambda: client.start_race(sid))
@@ -226,3 +235,12 @@ def test_bad_race_calls_name_their_field_and_change_nothing(client, new_session)
     # A reset forgets the race.
     client.reset_session(sid)
     assert not client.get_state(sid).HasField("race")
+
+
+def test_spawn_points_are_checked_as_the_grid_slots_they_may_become(client):
+    config = pb.SessionConfig(name="bad grid")
+    config.spawn_points.add(name="grid 1", pose=pb.Pose2D(x_m=float("nan")))
+    code, details = call_error(lambda: client.stub.CreateSession(
+        pb.CreateSessionRequest(config=config)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "spawn_points[0].pose.x_m: must be finite" in details

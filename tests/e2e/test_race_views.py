@@ -142,6 +142,11 @@ def test_the_viewer_shows_the_standings_and_downloads_the_results():
         csv_text = browser.eval(f"fetch('/api/sessions/{sid}/race.csv').then(r => r.text())")
         assert csv_text == client.race_results(sid, "csv")
         browser.screenshot("viewer-race-standings.png")
+        # A reset ends the race: the standings go.
+        client.reset_session(sid)
+        client.step(sid, 1)
+        browser.wait_for("pitlane.state.race && !pitlane.state.race.standings")
+        assert browser.eval("document.getElementById('race').classList.contains('hidden')")
 
 
 def test_a_recorded_race_carries_its_events_and_replays_to_the_same_results(tmp_path):
@@ -161,7 +166,7 @@ def test_a_recorded_race_carries_its_events_and_replays_to_the_same_results(tmp_
     commands = [m["value"] for m in topics["/pitlane/commands"]["messages"]]
     started = [c["start_race"] for c in commands if "start_race" in c]
     assert len(started) == 1 and started[0]["rules"]["laps"] == 1
-    assert len(started[0]["grid"]) == 8  # The session's spawn points: the AI cars took two.
+    assert len(started[0]["grid"]) == 8  # Every car timed on the track: every spawn point.
     race = topics[f"/{sid}/race"]
     assert race["schema"] == "pitlane.Race" and race["schema_errors"] == 0
     kinds = [e["kind"] for m in race["messages"] for e in m["value"]["events"]]

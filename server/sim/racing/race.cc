@@ -76,6 +76,7 @@ void Race::Update(double now_s, const std::function<std::optional<Pose2>(Vehicle
   last_update_s_ = now_s;
   const auto retire = [&](Car& car) {
     car.retired = true;
+    car.retired_at_s = std::max(race_time_s_, 0.0);
     events->push_back({.kind = RaceEvent::Kind::kRetired, .vehicle = car.entry.vehicle,
                        .time_s = race_time_s_});
   };
@@ -101,7 +102,8 @@ void Race::Update(double now_s, const std::function<std::optional<Pose2>(Vehicle
       }
       const double dx = pose->x_m - car.entry.grid_pose.x_m;
       const double dy = pose->y_m - car.entry.grid_pose.y_m;
-      if (car.jump_starts == 0 && dx * dx + dy * dy > rules_.jump_start_m * rules_.jump_start_m) {
+      if (!car.entry.held && car.jump_starts == 0 &&
+          dx * dx + dy * dy > rules_.jump_start_m * rules_.jump_start_m) {
         ++car.jump_starts;
         events->push_back({.kind = RaceEvent::Kind::kJumpStart, .vehicle = car.entry.vehicle,
                            .time_s = race_time_s_});
@@ -186,7 +188,9 @@ std::vector<RaceStanding> Race::Standings() const {
     standing.grid_position = car.grid + 1;
     standing.finished = car.finished;
     standing.retired = car.retired;
-    standing.race_time_s = car.finished ? car.finish_time_s : std::max(race_time_s_, 0.0);
+    standing.race_time_s = car.finished  ? car.finish_time_s
+                           : car.retired ? car.retired_at_s
+                                         : std::max(race_time_s_, 0.0);
     standing.laps_done_at_s = car.last_lap_done_s;
     standing.penalties_s = car.penalties_s;
     standing.jump_starts = car.jump_starts;

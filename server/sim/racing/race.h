@@ -4,7 +4,7 @@
 // The rules:
 //   - Countdown: the race starts `countdown_s` after it is called (at the first tick at or
 //     after then). A car that moves more than `jump_start_m` from its grid pose before the
-//     start has jumped it: once, with a penalty.
+//     start has jumped it: once, with a penalty (not a car the server holds: Entry::held).
 //   - Laps are counted from the start by each car's LapTracker (lap_tracker.h): lap 1 from the
 //     start, every lap line to line.
 //   - Finish: the first car to complete `laps` laps takes the flag; after the flag every other
@@ -78,10 +78,10 @@ struct RaceStanding {
   std::uint32_t position = 0;  // 1-based.
   std::uint32_t grid_position = 0;  // 1-based: its place in the order of the entries.
   std::uint32_t laps = 0;
-  double distance_m = 0.0;     // Along the track since the start (LapProgress::distance_m).
+  double distance_m = 0.0;     // From the line, counted on from the start (LapProgress::distance_m).
   bool finished = false;
   bool retired = false;
-  double race_time_s = 0.0;    // Finished: its finish time; else the race time now.
+  double race_time_s = 0.0;    // Finished: its finish time; retired: when; else the race time now.
   double laps_done_at_s = 0.0;  // Race time its last completed lap ended (0: none yet).
   double penalties_s = 0.0;
   // Lap times as its LapTracker keeps them: from a grid past the line, lap 1 is partial and
@@ -102,6 +102,9 @@ class Race {
     VehicleId vehicle = 0;
     Pose2 grid_pose;  // Where it stands for the start.
     std::string name = {};  // Its label in the standings.
+    // Held still by the server during the countdown (a built-in driver braking to a stop):
+    // never a jump start.
+    bool held = false;
   };
   // Calls a race on `track` (it must outlive the race) at time `now_s` (the session's
   // simulated time), with the cars of `entries`. InvalidArgument for rules out of range (as
@@ -134,6 +137,7 @@ class Race {
     std::optional<LapTracker> tracker;
     bool finished = false, retired = false;
     double finish_time_s = 0.0;
+    double retired_at_s = 0.0;     // Race time it retired (its time stops there).
     double last_lap_done_s = 0.0;  // Race time its last completed lap ended.
     double penalties_s = 0.0;
     std::uint32_t jump_starts = 0, contacts = 0, off_tracks = 0;

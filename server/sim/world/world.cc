@@ -666,7 +666,8 @@ absl::Status World::StartRace(std::uint32_t route, const RaceRules& rules,
   if (vehicles.empty()) {
     for (const TimedVehicle& timed : state_.timed) {
       if (timed.route == route) {
-        entries.push_back({table.ids[timed.row], table.PoseAt(timed.row), table.specs[timed.row].name});
+        entries.push_back({table.ids[timed.row], table.PoseAt(timed.row),
+                           table.specs[timed.row].name, DriverOf(timed.row) >= 0});
       }
     }
     if (entries.empty()) {
@@ -686,7 +687,8 @@ absl::Status World::StartRace(std::uint32_t route, const RaceRules& rules,
           absl::StrCat("vehicle_ids[", i, "]: no vehicle ", vehicles[i], " in the session"));
     }
     entries.push_back({vehicles[i], table.PoseAt(static_cast<std::size_t>(row)),
-                       table.specs[static_cast<std::size_t>(row)].name});
+                       table.specs[static_cast<std::size_t>(row)].name,
+                       DriverOf(static_cast<std::size_t>(row)) >= 0});
   }
   if (!grid.empty()) {
     if (grid.size() < entries.size()) {
@@ -703,6 +705,7 @@ absl::Status World::StartRace(std::uint32_t route, const RaceRules& rules,
       }
       entries[i].grid_pose = slot;
     }
+    RETURN_IF_ERROR(CheckGridIsClear(entries));
   }
   ASSIGN_OR_RETURN(Race race,
                    Race::Create(*params_.tracks[route], rules, entries, sim_time_s()));
@@ -716,11 +719,52 @@ absl::Status World::StartRace(std::uint32_t route, const RaceRules& rules,
   return absl::OkStatus();
 }
 
+absl::Status World::CheckGridIsClear(absl::Span<const Race::Entry> entries) const {
+  // Every vehicle not placed, by x, with the largest half-diagonal of all: a slot is clear
+  // when no such vehicle's circle (centre at its reference point, radius its half-diagonal)
+  // meets the placed car's. Cheap, and a little cautious (reference points need not be the
+  // bodies' centres: the radius is the whole diagonal).
+  const VehicleTable& table = state_.vehicles;
+  absl::flat_hash_set<VehicleId> placed;
+  for (const Race::Entry& entry : entries) placed.insert(entry.vehicle);
+  const auto reach = [&](std::size_t row) {
+    const VehicleSpec& spec = table.specs[row];
+    return std::sqrt(spec.length_m * spec.length_m + spec.width_m * spec.width_m);
+  };
+  std::vector<std::pair<double, std::size_t>> others;
+  double widest = 0.0;
+  for (std::size_t row = 0; row < table.size(); ++row) {
+    widest = std::max(widest, reach(row));
+    if (!placed.contains(table.ids[row])) others.emplace_back(table.x_m[row], row);
+  }
+  std::sort(others.begin(), others.end());
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const Pose2& slot = entries[i].grid_pose;
+    const double mine = reach(static_cast<std::size_t>(table.Find(entries[i].vehicle)));
+    const double window = (mine + widest) / 2;
+    for (auto it = std::lower_bound(others.begin(), others.end(),
+                                    std::pair{slot.x_m - window, std::size_t{0}});
+         it != others.end() && it->first <= slot.x_m + window; ++it) {
+      const std::size_t row = it->second;
+      const double dx = table.x_m[row] - slot.x_m, dy = table.y_m[row] - slot.y_m;
+      const double room = (mine + reach(row)) / 2;
+      if (dx * dx + dy * dy < room * room) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "grid[", i, "]: vehicle ", table.ids[row],
+            " (not in this race) stands on the grid slot of vehicle ", entries[i].vehicle,
+            "; move it, remove it, or enter it"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 void World::PlaceOnGrid(std::size_t row, const Pose2& pose) {
   VehicleTable& table = state_.vehicles;
   SetPose(row, pose);
   const std::uint32_t slot = table.slots[row];
   state_.fleets.Visit(table.kinds[row], [&](auto& fleet) { fleet.Halt(slot, table); });
+  table.crashed[row] = 0;  // Repaired for the race.
   const std::ptrdiff_t driver = DriverOf(row);
   if (driver >= 0) {
     DrivenVehicle& driven = state_.drivers[static_cast<std::size_t>(driver)];
@@ -729,10 +773,11 @@ void World::PlaceOnGrid(std::size_t row, const Pose2& pose) {
                                     DriverViewOf(table, row));
     }
   }
-  for (TimedVehicle& timed : state_.timed) {
-    if (timed.row == row) {
-      timed.tracker = LapTracker(*params_.tracks[timed.route], table.PoseAt(row));
-    }
+  const auto timed = std::lower_bound(
+      state_.timed.begin(), state_.timed.end(), row,
+      [](const TimedVehicle& t, std::size_t wanted) { return t.row < wanted; });
+  if (timed != state_.timed.end() && timed->row == row) {
+    timed->tracker = LapTracker(*params_.tracks[timed->route], table.PoseAt(row));
   }
   vehicle_grid_stale_ = true;
 }

@@ -224,14 +224,16 @@ class World {
   const std::vector<VehicleLapEvent>& lap_events() const { return lap_events_; }
   // Calls a race (racing/race.h) on the race track of route `route` at the current tick, with
   // `vehicles` (empty: every vehicle timed on that track, by id). Their grid: where they stand,
-  // or with `grid` the car k-th in that order is placed on grid[k] at rest (its lap timer and
-  // its route follower start again there). During the countdown the built-in drivers of the
-  // cars entered brake to a stop and hold still. It replaces a race that finished; one still
-  // running only when `replace` is set. Errors, naming the field, changing nothing:
-  // InvalidArgument for a route that is not a race track ("track"), rules out of range
-  // ("race.laps"), no car ("vehicle_ids"), a vehicle named twice, fewer grid slots than cars
-  // or a slot out of bounds ("grid"); NotFound for a vehicle not alive ("vehicle_ids[2]");
-  // FailedPrecondition for a race still running without `replace`.
+  // or with `grid` the car k-th in that order is placed on grid[k] at rest, repaired if it
+  // had crashed (its lap timer and its route follower start again there). During the
+  // countdown the built-in drivers of the cars entered brake to a stop and hold still (the
+  // server holds them: no jump start). It replaces a race that finished; one still running
+  // only when `replace` is set. Errors, naming the field, changing nothing: InvalidArgument
+  // for a route that is not a race track ("track"), rules out of range ("race.laps"), no car
+  // ("vehicle_ids"), a vehicle named twice, fewer grid slots than cars or a slot out of
+  // bounds ("grid"); NotFound for a vehicle not alive ("vehicle_ids[2]"); FailedPrecondition
+  // for a race still running without `replace`, or a grid slot another vehicle stands on
+  // ("grid[3]").
   absl::Status StartRace(std::uint32_t route, const RaceRules& rules,
                          absl::Span<const VehicleId> vehicles, bool replace,
                          absl::Span<const Pose2> grid = {});
@@ -270,8 +272,12 @@ class World {
   void Crash(std::size_t row);
   // Moves the vehicle at table row `row` to `pose`, in its fleet and in the table.
   void SetPose(std::size_t row, const Pose2& pose);
-  // Moves it to `pose` at rest, its follower and lap timer starting again there.
+  // Moves it to `pose` at rest, repaired (not crashed), its follower and lap timer starting
+  // again there.
   void PlaceOnGrid(std::size_t row, const Pose2& pose);
+  // FailedPrecondition ("grid[i]") when a vehicle not among `entries` stands on the grid
+  // pose of one of them.
+  absl::Status CheckGridIsClear(absl::Span<const Race::Entry> entries) const;
 
   WorldParams params_;
   WorldState state_;

@@ -4,6 +4,7 @@
 #include <numbers>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/sim/world/world.h"
@@ -469,8 +470,73 @@ TEST(WorldRacing, CarsPlacedOnTheGridWaitForTheStart) {
   EXPECT_EQ(status.standings[0].vehicle, driven);
   EXPECT_TRUE(status.standings[0].finished);
   EXPECT_EQ(status.standings[1].vehicle, student);
-  // The student's car never went: not finished 120 s after the flag, it retired.
+  // The student's car never went: not finished 120 s after the flag, it retired then (its
+  // time stops there).
   EXPECT_TRUE(status.standings[1].retired);
+  EXPECT_NEAR(status.standings[1].race_time_s, status.standings[0].race_time_s + 120.0, 0.03);
+}
+
+// A car with a built-in driver is held by the server during the countdown: braking to a
+// stop from where the race found it is no jump start. A slot another car stands on is
+// refused, changing nothing; a crashed car put on the grid is repaired.
+TEST(WorldRacing, HeldCarsJumpNoStartAndTheGridMustBeClear) {
+  World world = MakeWorld({Circle()});
+  VehicleSpec ai;
+  ai.model = KinematicBicycleSpec{};
+  ai.driver = RouteFollowerSpec{.route = 0, .target_speed_mps = 12.0};
+  VehicleSpec parked = Circler(0.0);
+  parked.initial_pose = OnCircleBehindTheLine(30.0);
+  const absl::StatusOr<std::vector<VehicleId>> ids = world.Spawn({ai, parked});
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  const VehicleId driven = (*ids)[0], other = (*ids)[1];
+  for (int i = 0; i < 250; ++i) world.Step();  // 5 s: the AI car is at speed.
+  ASSERT_GT(world.MotionOf(driven)->speed_mps, 5.0);
+  ASSERT_TRUE(world.StartRace(0, {.laps = 1, .countdown_s = 10.0}, {driven}, false).ok());
+  for (int i = 0; i < 400; ++i) {
+    world.Step();
+    for (const RaceEvent& event : world.race_events()) {
+      EXPECT_NE(event.kind, RaceEvent::Kind::kJumpStart);
+    }
+  }
+  EXPECT_EQ(world.MotionOf(driven)->speed_mps, 0.0);  // Stopped, waiting for green.
+
+  // The parked car (not entered) stands 30 m behind the line: that slot is not free.
+  const std::uint64_t before = world.StateHash();
+  const absl::Status blocked = world.StartRace(
+      0, {}, {driven}, true, std::vector<Pose2>{OnCircleBehindTheLine(31.0)});
+  EXPECT_EQ(blocked.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(blocked.message(),
+              HasSubstr(absl::StrCat("grid[0]: vehicle ", other, " (not in this race) stands")));
+  EXPECT_EQ(world.StateHash(), before);
+  // Entered, it is placed too.
+  ASSERT_TRUE(world.StartRace(0, {}, {driven, other}, true,
+                              std::vector<Pose2>{OnCircleBehindTheLine(31.0),
+                                                 OnCircleBehindTheLine(45.0)})
+                  .ok());
+}
+
+TEST(WorldRacing, ACrashedCarPutOnTheGridIsRepaired) {
+  absl::StatusOr<World> created = World::Create({.tick_rate_hz = kTickRate_hz, .max_vehicles = 10,
+                                                 .collision_policy = CollisionPolicy::kStop,
+                                                 .routes = {Circle()}});
+  ASSERT_TRUE(created.ok());
+  World& world = *created;
+  VehicleSpec a = Circler(0.0), b = Circler(0.0);
+  b.initial_pose = {1.0, 0.0, 0.0};  // Overlapping a: both crash at the first step.
+  const absl::StatusOr<std::vector<VehicleId>> ids = world.Spawn({a, b});
+  ASSERT_TRUE(ids.ok());
+  world.Step();
+  ASSERT_TRUE(world.Snapshot()[0].crashed && world.Snapshot()[1].crashed);
+  ASSERT_TRUE(world.StartRace(0, {.laps = 1, .countdown_s = 0.0}, {}, false,
+                              std::vector<Pose2>{OnCircleBehindTheLine(0.0),
+                                                 OnCircleBehindTheLine(20.0)})
+                  .ok());
+  EXPECT_FALSE(world.Snapshot()[0].crashed);
+  EXPECT_FALSE(world.Snapshot()[1].crashed);
+  ASSERT_TRUE(world.SetInputs({CirclerInput((*ids)[0], 10.0)}).ok());
+  for (int i = 0; i < 50; ++i) world.Step();
+  // It goes again: 1 s at the body's 3 m/s² from rest.
+  EXPECT_NEAR(world.MotionOf((*ids)[0])->speed_mps, 3.0, 1e-9);
 }
 
 }  // namespace

@@ -772,7 +772,7 @@
           a.href = URL.createObjectURL(blob);
           a.download = `race-${id}.${format}`;
           a.click();
-          URL.revokeObjectURL(a.href);
+          setTimeout(() => URL.revokeObjectURL(a.href), 10000);
         })
         .catch((error) => { showMessage(error.message); setTimeout(() => showMessage(""), 3000); });
     };
@@ -827,7 +827,7 @@
       a.href = URL.createObjectURL(blob);
       a.download = `pitlane-${id}-layout.json`;
       a.click();
-      URL.revokeObjectURL(a.href);
+      setTimeout(() => URL.revokeObjectURL(a.href), 10000);
     });
   }
 
