@@ -171,7 +171,7 @@ sim::VehicleInput ConsumeInput(FuzzedDataProvider& data, const session::Frame& n
 }
 
 session::Command ConsumeCommand(FuzzedDataProvider& data, const session::Frame& now) {
-  switch (data.ConsumeIntegralInRange(0, 10)) {
+  switch (data.ConsumeIntegralInRange(0, 11)) {
     case 0:
     case 1: {
       session::SpawnVehiclesCommand spawn;
@@ -213,6 +213,24 @@ session::Command ConsumeCommand(FuzzedDataProvider& data, const session::Frame& 
       if (data.ConsumeBool()) update.paused = data.ConsumeBool();
       if (data.ConsumeBool()) update.barrier_timeout_s = ConsumeDouble(data);
       return session::SetClockCommand{.update = update};
+    }
+    case 11: {
+      // A race on the loop (route 0), or on a route that is none; rules, cars and a grid
+      // from the bytes.
+      session::StartRaceCommand race{.route = data.ConsumeIntegralInRange<std::uint32_t>(0, 1)};
+      if (data.ConsumeBool()) race.rules.laps = data.ConsumeIntegralInRange<std::uint32_t>(0, 3);
+      if (data.ConsumeBool()) race.rules.countdown_s = ConsumeDouble(data);
+      if (data.ConsumeBool()) race.rules.jump_start_m = ConsumeDouble(data);
+      if (data.ConsumeBool()) race.rules.penalty_contact_s = ConsumeDouble(data);
+      if (data.ConsumeBool()) race.rules.finish_timeout_s = ConsumeDouble(data);
+      const int cars = data.ConsumeIntegralInRange(0, 3);
+      for (int i = 0; i < cars; ++i) race.vehicles.push_back(ConsumeVehicleId(data, now));
+      race.replace = data.ConsumeBool();
+      const int slots = data.ConsumeIntegralInRange(0, 4);
+      for (int i = 0; i < slots; ++i) {
+        race.grid.push_back({ConsumeDouble(data), ConsumeDouble(data), ConsumeDouble(data)});
+      }
+      return race;
     }
     case 9:
       if (data.ConsumeIntegralInRange(0, 3) == 0) return session::ResetCommand{};

@@ -49,6 +49,9 @@ constexpr char kBaseSession[] = R"pb(
     points { x_m: 50 y_m: 50 }
     points { x_m: -50 y_m: 50 }
   }
+  spawn_points { name: "grid 1" pose { x_m: -40 y_m: -52 } }
+  spawn_points { name: "grid 2" pose { x_m: -48 y_m: -48 } }
+  race { laps: 1 countdown_s: 0.1 }
   vehicles { initial_speed_mps: 5 kinematic_bicycle {} }
   vehicles { initial_pose { y_m: 10 } physics_body {} }
   vehicles { initial_pose { y_m: 20 } four_wheel {} }
@@ -221,7 +224,39 @@ void Drive(const v1::DriveRequest& request, session::Session& session) {
   StepAndCheck(session);
 }
 
-// The request types, by the input's first byte (modulo their count).
+// The race's results as the API encodes them (protobuf, CSV, JSON), if there is one.
+void RaceResults(session::Session& session) {
+  const absl::StatusOr<session::RaceReport> race = session.Race();
+  if (!race.ok()) return;
+  v1::RaceStatus status;
+  api::RaceStatusToProto(race->status, race->track, &status);
+  if (session::RaceResultsCsv(*race).empty() || session::RaceResultsJson(*race).empty()) {
+    Fail("race results empty");
+  }
+}
+
+// StartRace as its handler does it: the track by name, the rules over the session's, the
+// cars, the grid from the spawn points; then the results in every format.
+void StartRace(const v1::StartRaceRequest& request, session::Session& session) {
+  const session::SessionConfig& config = session.config();
+  session::StartRaceCommand command;
+  absl::StatusOr<std::uint32_t> route = session.RaceTrack(request.track());
+  if (!route.ok()) return;
+  command.route = *route;
+  absl::StatusOr<sim::RaceRules> rules =
+      api::RaceRulesFromProto(request.rules(), config.race_rules, "rules");
+  if (!rules.ok()) return;
+  command.rules = *rules;
+  command.vehicles.assign(request.vehicle_ids().begin(), request.vehicle_ids().end());
+  command.replace = request.replace();
+  if (request.grid_from_spawn_points()) {
+    for (const session::SpawnPoint& slot : config.spawn_points) command.grid.push_back(slot.pose);
+  }
+  (void)session.StartRace(command);
+  RaceResults(session);
+}
+
+
 enum class RequestType : std::uint8_t {
   kCreateSession,
   kSpawnVehicle,
@@ -234,6 +269,8 @@ enum class RequestType : std::uint8_t {
   kRemoveVehicle,
   kRemoveObstacle,
   kResetSession,
+  kStartRace,
+  kGetRaceResults,
   kCount,
 };
 
@@ -307,6 +344,23 @@ void Run(RequestType type, const std::string& bytes) {
         StepAndCheck(*session);
         (void)session->Reset();
         StepAndCheck(*session);
+      }
+      break;
+    }
+    case RequestType::kStartRace: {
+      v1::StartRaceRequest request;
+      if (Parse(bytes, request)) {
+        StartRace(request, *session);
+        StepAndCheck(*session);
+      }
+      break;
+    }
+    case RequestType::kGetRaceResults: {
+      v1::GetRaceResultsRequest request;
+      if (Parse(bytes, request)) {
+        (void)session->StartRace({.rules = {.laps = 1, .countdown_s = 0.0}});
+        StepAndCheck(*session);
+        RaceResults(*session);
       }
       break;
     }
