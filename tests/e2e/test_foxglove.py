@@ -336,7 +336,8 @@ def test_shipped_layout_names_topics_and_fields_the_server_has():
         paths = [p["value"] for key, panel in config.items() if key.startswith("Plot!")
                  for p in panel["paths"]]
         topics |= {path.split(".")[0] for path in paths}
-        topics |= {config["RosOut!log"]["topicToRender"], config["RawMessages!state"]["topicPath"]}
+        topics |= {config["RosOut!log"]["topicToRender"], config["RawMessages!state"]["topicPath"],
+                   config["Table!race"]["topicPath"].split(".")[0]}
         with FoxgloveNode(fox_url(server)) as fox:
             wait_for_topics(fox, topics)
             vehicle_topics = sorted({path.split(".")[0] for path in paths})
