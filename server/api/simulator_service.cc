@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
@@ -39,6 +40,35 @@
 
 namespace pitlane::api {
 namespace {
+
+// The world's grid errors ("grid: 9 cars, but only 8 grid slots", "grid[2]: ... grid[0]
+// ..."), in the request's terms: grid_from_spawn_points, and each slot by its spawn point's
+// name.
+std::string SpawnPointError(absl::string_view message,
+                            absl::Span<const session::SpawnPoint> spawn_points) {
+  std::string out = "grid_from_spawn_points: ";
+  if (absl::ConsumePrefix(&message, "grid: ")) {
+    absl::StrAppend(&out, message, " (the session's spawn points)");
+    return out;
+  }
+  // Every "grid[i]" becomes spawn point "name".
+  while (!message.empty()) {
+    const std::size_t at = message.find("grid[");
+    const std::size_t close = at == absl::string_view::npos ? at : message.find(']', at);
+    std::size_t index = 0;
+    if (close == absl::string_view::npos ||
+        !absl::SimpleAtoi(message.substr(at + 5, close - at - 5), &index) ||
+        index >= spawn_points.size()) {
+      absl::StrAppend(&out, message);
+      break;
+    }
+    absl::StrAppend(&out, message.substr(0, at), "spawn point \"",
+                    Echo(spawn_points[index].name), "\"");
+    message.remove_prefix(close + 1);
+  }
+  return out;
+}
+
 
 // Puts the request field that holds the offending entry in front of a lower layer's error
 // ("vehicles" + "[2].length_m"). Limit errors describe the whole request and stay as they are.
@@ -1516,20 +1546,10 @@ grpc::ServerUnaryReactor* SimulatorService::StartRace(grpc::CallbackServerContex
       }
     }
     absl::StatusOr<session::RaceReport> started = session->StartRace(command);
-    if (!started.ok() && absl::StartsWith(started.status().message(), "grid")) {
-      // The world's "grid: ..." and "grid[3]: ..." are about the session's spawn points.
-      absl::string_view message = started.status().message();
-      std::string where;
-      if (absl::ConsumePrefix(&message, "grid[")) {
-        const std::size_t end = message.find("]: ");
-        where = absl::StrCat("spawn point ", message.substr(0, end), ": ");
-        message.remove_prefix(end == absl::string_view::npos ? message.size() : end + 3);
-      } else {
-        absl::ConsumePrefix(&message, "grid: ");
-      }
+    if (!started.ok() && (absl::StartsWith(started.status().message(), "grid: ") ||
+                          absl::StartsWith(started.status().message(), "grid["))) {
       return absl::Status(started.status().code(),
-                          absl::StrCat("grid_from_spawn_points: ", where, message,
-                                       where.empty() ? " (the session's spawn points)" : ""));
+                          SpawnPointError(started.status().message(), config.spawn_points));
     }
     RETURN_IF_ERROR(started.status());
     const session::RaceReport& race = *started;

@@ -668,6 +668,8 @@ std::string RaceJson(const session::Frame& frame, const session::FrameEvents& ev
     AppendInteger(static_cast<std::uint64_t>(race.rules.laps), &out);
     out.append(",\"standings\":");
     out.append(session::StandingsJson(race.standings));
+  } else {
+    out.append(",\"phase\":\"none\",\"standings\":[]");  // None (any more): a reset.
   }
   out.append(",\"events\":");
   out.append(session::RaceEventsJson(events.race_events));
@@ -806,7 +808,7 @@ const std::string& RaceSchema() {
   static const std::string* const schema = new std::string(
       R"({"title":"pitlane.Race","type":"object","properties":{)"
       R"("timestamp":{"type":"object"},"tick":{"type":"integer"},"track":{"type":"string"},)"
-      R"("phase":{"type":"string","enum":["countdown","racing","finished"]},)"
+      R"("phase":{"type":"string","enum":["countdown","racing","finished","none"]},)"
       R"("race_time_s":{"type":"number"},"laps":{"type":"integer"},)"
       R"("standings":{"type":"array","items":{"type":"object","properties":{)"
       R"("position":{"type":"integer"},"vehicle_id":{"type":"integer"},)"

@@ -71,8 +71,9 @@ std::string TelemetryJson(const session::Frame& frame, const sim::VehicleSnapsho
 std::string ContactsJson(const session::Frame& frame, const session::FrameEvents& events,
                          std::uint64_t stamp_ns);
 // foxglove.Log: level 2 info, 3 warning.
-// The race of `frame` (null: none) as pitlane.Race: its track, phase, race time, laps, the
-// standings, and the race's events in `events` (those since the previous message).
+// The race of `frame` as pitlane.Race: its track, phase, race time, laps, the standings, and
+// the race's events in `events` (those since the previous message); with no race (a reset
+// ended it), phase "none" and no standings.
 std::string RaceJson(const session::Frame& frame, const session::FrameEvents& events,
                      std::uint64_t stamp_ns);
 std::string LogJson(std::uint64_t stamp_ns, int level, absl::string_view name,

@@ -221,8 +221,8 @@ def test_bad_race_calls_name_their_field_and_change_nothing(client, new_session)
     code, details = call_error(lambda: client.start_race(
         sid, vehicle_ids=[1, 2], grid_from_spawn_points=True))
     assert code == grpc.StatusCode.FAILED_PRECONDITION
-    assert (f"grid_from_spawn_points: spawn point 0: vehicle {blocker} (not in this race) "
-            "stands on the grid slot of vehicle 1") in details
+    assert (f'grid_from_spawn_points: spawn point "grid 1": vehicle {blocker} (not in this '
+            "race) stands on the grid slot of vehicle 1") in details
     client.remove_vehicle(sid, blocker)
     # One race at a time, unless replaced.
     client.start_race(sid, vehicle_ids=extra[:2])

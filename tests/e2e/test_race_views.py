@@ -116,7 +116,8 @@ def test_the_viewer_shows_the_standings_and_downloads_the_results():
         assert browser.eval("document.getElementById('race').classList.contains('hidden')")
         client.start_race(sid, grid_from_spawn_points=True, laps=1, countdown_s=1.0)
         client.step(sid, 10)
-        browser.wait_for("pitlane.state.race && pitlane.state.race.phase === 'countdown'")
+        browser.wait_for("pitlane.state.race && pitlane.state.race.tick === 10")
+        assert browser.eval("pitlane.state.race.phase") == "countdown"
         assert "green in 0.8 s" in browser.eval("document.getElementById('race-clock').innerText")
         for _ in range(12):
             client.step(sid, 500)
@@ -145,7 +146,7 @@ def test_the_viewer_shows_the_standings_and_downloads_the_results():
         # A reset ends the race: the standings go.
         client.reset_session(sid)
         client.step(sid, 1)
-        browser.wait_for("pitlane.state.race && !pitlane.state.race.standings")
+        browser.wait_for("pitlane.state.race && pitlane.state.race.phase === 'none'")
         assert browser.eval("document.getElementById('race').classList.contains('hidden')")
 
 

@@ -125,6 +125,33 @@ class Race {
   double race_time_s() const { return race_time_s_; }
   // The standings now (final once finished), by position.
   std::vector<RaceStanding> Standings() const;
+  // Calls `visit` with every number of the race's state, in a fixed order (for a state hash):
+  // vehicle ids as VehicleId (std::uint64_t; nothing else is), then bools, counts and times.
+  template <typename Visit>
+  void VisitState(Visit&& visit) const {
+    visit(static_cast<std::uint32_t>(phase_));
+    visit(start_s_);
+    visit(race_time_s_);
+    visit(flag_s_.value_or(-1.0));
+    for (const Car& car : cars_) {
+      visit(car.entry.vehicle);
+      visit(car.grid);
+      visit(car.finished);
+      visit(car.retired);
+      visit(car.finish_time_s);
+      visit(car.retired_at_s);
+      visit(car.last_lap_done_s);
+      visit(car.penalties_s);
+      visit(car.jump_starts);
+      visit(car.contacts);
+      visit(car.off_tracks);
+      if (car.tracker.has_value()) {
+        visit(car.tracker->progress().distance_m);
+        visit(car.tracker->progress().laps_completed);
+      }
+    }
+  }
+
   // Whether the vehicle was entered in the race. O(log n).
   bool Entered(VehicleId vehicle) const;
   // The car's lap tracker, once the race started (null before, or for an unknown car).

@@ -720,40 +720,66 @@ absl::Status World::StartRace(std::uint32_t route, const RaceRules& rules,
 }
 
 absl::Status World::CheckGridIsClear(absl::Span<const Race::Entry> entries) const {
-  // Every vehicle not placed, by x, with the largest half-diagonal of all: a slot is clear
-  // when no such vehicle's circle (centre at its reference point, radius its half-diagonal)
-  // meets the placed car's. Cheap, and a little cautious (reference points need not be the
-  // bodies' centres: the radius is the whole diagonal).
+  // The bodies: each car entered at its slot, every other vehicle where it is; by the x of
+  // their centres. Each entered car's body is tested (the separating-axis test) against every
+  // body whose bounding circle can reach it.
   const VehicleTable& table = state_.vehicles;
-  absl::flat_hash_set<VehicleId> placed;
-  for (const Race::Entry& entry : entries) placed.insert(entry.vehicle);
-  const auto reach = [&](std::size_t row) {
-    const VehicleSpec& spec = table.specs[row];
-    return std::sqrt(spec.length_m * spec.length_m + spec.width_m * spec.width_m);
+  struct Body {
+    double center_x_m;
+    std::ptrdiff_t entry;  // Index into `entries`, or -1 for a vehicle not entered.
+    std::size_t row;
+    CollisionBox box;
   };
-  std::vector<std::pair<double, std::size_t>> others;
-  double widest = 0.0;
-  for (std::size_t row = 0; row < table.size(); ++row) {
-    widest = std::max(widest, reach(row));
-    if (!placed.contains(table.ids[row])) others.emplace_back(table.x_m[row], row);
-  }
-  std::sort(others.begin(), others.end());
+  const auto radius = [](const CollisionBox& box) {
+    return std::sqrt(box.half_length_m * box.half_length_m + box.half_width_m * box.half_width_m);
+  };
+  absl::flat_hash_set<VehicleId> placed;
+  std::vector<Body> bodies;
+  bodies.reserve(table.size());
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    const Pose2& slot = entries[i].grid_pose;
-    const double mine = reach(static_cast<std::size_t>(table.Find(entries[i].vehicle)));
-    const double window = (mine + widest) / 2;
-    for (auto it = std::lower_bound(others.begin(), others.end(),
-                                    std::pair{slot.x_m - window, std::size_t{0}});
-         it != others.end() && it->first <= slot.x_m + window; ++it) {
-      const std::size_t row = it->second;
-      const double dx = table.x_m[row] - slot.x_m, dy = table.y_m[row] - slot.y_m;
-      const double room = (mine + reach(row)) / 2;
-      if (dx * dx + dy * dy < room * room) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "grid[", i, "]: vehicle ", table.ids[row],
-            " (not in this race) stands on the grid slot of vehicle ", entries[i].vehicle,
-            "; move it, remove it, or enter it"));
+    placed.insert(entries[i].vehicle);
+    const auto row = static_cast<std::size_t>(table.Find(entries[i].vehicle));
+    const CollisionBox box = VehicleBoxAt(table.bodies[row], entries[i].grid_pose);
+    bodies.push_back({box.center_x_m, static_cast<std::ptrdiff_t>(i), row, box});
+  }
+  for (std::size_t row = 0; row < table.size(); ++row) {
+    if (placed.contains(table.ids[row])) continue;
+    const CollisionBox box = VehicleBox(table, row);
+    bodies.push_back({box.center_x_m, -1, row, box});
+  }
+  double widest = 0.0;
+  for (const Body& body : bodies) widest = std::max(widest, radius(body.box));
+  std::sort(bodies.begin(), bodies.end(),
+            [](const Body& a, const Body& b) { return a.center_x_m < b.center_x_m; });
+  for (std::size_t k = 0; k < bodies.size(); ++k) {
+    const Body& mine = bodies[k];
+    if (mine.entry < 0) continue;
+    const double reach = radius(mine.box) + widest;
+    // Only the bodies after it: a pair of entered cars is met once, from its left one.
+    for (std::size_t j = k + 1; j < bodies.size(); ++j) {
+      const Body& other = bodies[j];
+      if (other.center_x_m > mine.center_x_m + reach) break;
+      if (!CollideBoxes(mine.box, other.box).touching) continue;
+      const std::ptrdiff_t first = mine.entry;
+      if (other.entry >= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "grid[", std::max(first, other.entry), "]: its slot overlaps grid[",
+            std::min(first, other.entry), "]: the cars of the two would touch"));
       }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "grid[", first, "]: vehicle ", table.ids[other.row],
+          " (not in this race) stands on the grid slot of vehicle ", entries[first].vehicle,
+          "; move it, remove it, or enter it"));
+    }
+    // And those before it that are not entered (the entered ones met it from their side).
+    for (std::size_t j = k; j-- > 0;) {
+      const Body& other = bodies[j];
+      if (other.center_x_m < mine.center_x_m - reach) break;
+      if (other.entry >= 0 || !CollideBoxes(mine.box, other.box).touching) continue;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "grid[", mine.entry, "]: vehicle ", table.ids[other.row],
+          " (not in this race) stands on the grid slot of vehicle ", entries[mine.entry].vehicle,
+          "; move it, remove it, or enter it"));
     }
   }
   return absl::OkStatus();
@@ -1007,6 +1033,20 @@ std::uint64_t World::StateHash() const {
     hash.Add(&contact.normal_y, sizeof(double));
     hash.Add(&contact.depth_m, sizeof(double));
     hash.Add(&contact.began_tick, sizeof(contact.began_tick));
+  }
+  // A race: derived from the poses since it was called, but what a replay must reproduce, so
+  // a divergence in it shows here (nothing is added without one: golden hashes stand).
+  if (state_.race.has_value()) {
+    hash.Add(&state_.race->route, sizeof(state_.race->route));
+    state_.race->race.VisitState([&](const auto& value) {
+      using T = std::decay_t<decltype(value)>;
+      static_assert(std::is_trivially_copyable_v<T>);
+      if constexpr (std::is_same_v<T, VehicleId>) {
+        add_id(value, vehicle_base);
+      } else {
+        hash.Add(&value, sizeof(value));
+      }
+    });
   }
   return hash.value();
 }

@@ -126,7 +126,8 @@ struct WorldState {
   // The vehicles timed on a race track, by ascending id (so by ascending row). Derived from
   // their poses since they were spawned, so not hashed.
   std::vector<TimedVehicle> timed;
-  // The race called last, if any (derived from the poses since it was called: not hashed).
+  // The race called last, if any (derived from the poses since it was called, but hashed: a
+  // replay must reproduce it).
   std::optional<WorldRace> race;
   // Totals over the vehicles alive: range_scan.beam_count plus the track sensors' beams, and
   // nearest_objects.count.
@@ -248,7 +249,8 @@ class World {
   std::vector<VehicleDescription> DescribeVehicles() const;
 
   // A 64-bit hash (StateHasher in world.cc) of the tick and of the bits of every state
-  // variable and held input, for determinism checks: equal states hash equal on any machine
+  // variable and held input (and of a race called: its phase, times and every car's laps,
+  // penalties and finish), for determinism checks: equal states hash equal on any machine
   // with IEEE doubles (about 5 ns a vehicle). Ids are
   // hashed as counted from params().first_ids, so a world rebuilt in place of another (a
   // session's reset) hashes as the same run in a new world would.

@@ -354,14 +354,18 @@ TEST(WorldRacing, ARaceRunsFromItsCountdownToItsResults) {
   // The copy taken mid-race, stepped on alone, ends the same.
   ASSERT_TRUE(copy.has_value());
   while (copy->RaceNow()->phase != RacePhase::kFinished && copy->sim_time_s() < 120.0) copy->Step();
+  EXPECT_EQ(copy->tick(), world.tick());
+  EXPECT_EQ(copy->StateHash(), world.StateHash());  // The race is in the hash.
   const RaceStatus copied = *copy->RaceNow();
   ASSERT_EQ(copied.standings.size(), 2u);
   for (std::size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(copied.standings[i].vehicle, status.standings[i].vehicle);
     EXPECT_EQ(copied.standings[i].race_time_s, status.standings[i].race_time_s);
   }
-  // A race that finished gives way to the next one.
+  // A race that finished gives way to the next one (and the hash sees the new race).
+  const std::uint64_t finished = world.StateHash();
   EXPECT_TRUE(world.StartRace(0, rules, {b}, false).ok());
+  EXPECT_NE(world.StateHash(), finished);
   EXPECT_EQ(world.RaceNow()->standings.size(), 1u);
 }
 
@@ -508,11 +512,36 @@ TEST(WorldRacing, HeldCarsJumpNoStartAndTheGridMustBeClear) {
   EXPECT_THAT(blocked.message(),
               HasSubstr(absl::StrCat("grid[0]: vehicle ", other, " (not in this race) stands")));
   EXPECT_EQ(world.StateHash(), before);
+  // Two slots the cars would touch on.
+  const absl::Status overlapping = world.StartRace(
+      0, {}, {driven, other}, true,
+      std::vector<Pose2>{OnCircleBehindTheLine(31.0), OnCircleBehindTheLine(33.0)});
+  EXPECT_EQ(overlapping.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(overlapping.message(), HasSubstr("its slot overlaps grid["));
+  EXPECT_EQ(world.RaceNow()->rules.countdown_s, 10.0);  // The race called first runs on.
   // Entered, it is placed too.
   ASSERT_TRUE(world.StartRace(0, {}, {driven, other}, true,
                               std::vector<Pose2>{OnCircleBehindTheLine(31.0),
                                                  OnCircleBehindTheLine(45.0)})
                   .ok());
+}
+
+// The grid's check compares bodies, not reference points: a kinematic bicycle's reference is
+// its rear axle, 1.35 m behind its body's centre. Two such cars nose to nose, their axles
+// 4.95 m apart, overlap by 1.8 m (bodies 4.5 m long); at 8 m they are clear.
+TEST(WorldRacing, TheGridCheckComparesBodiesNotReferencePoints) {
+  for (const auto& [gap_m, clear] : {std::pair{4.95, false}, std::pair{8.0, true}}) {
+    World world = MakeWorld({Circle()});
+    VehicleSpec racer, parked;
+    racer.model = KinematicBicycleSpec{};
+    parked.model = KinematicBicycleSpec{};
+    parked.initial_pose = {gap_m, -60.0, std::numbers::pi};  // Facing the slot.
+    const absl::StatusOr<std::vector<VehicleId>> ids = world.Spawn({racer, parked});
+    ASSERT_TRUE(ids.ok());
+    const absl::Status status = world.StartRace(0, {}, {(*ids)[0]}, false,
+                                                std::vector<Pose2>{{0.0, -60.0, 0.0}});
+    EXPECT_EQ(status.ok(), clear) << gap_m << ": " << status;
+  }
 }
 
 TEST(WorldRacing, ACrashedCarPutOnTheGridIsRepaired) {

@@ -724,8 +724,9 @@
   function updateRace() {
     const race = state.race;
     const panel = $("race");
-    panel.classList.toggle("hidden", !race || !race.standings);
-    if (!race || !race.standings) return;
+    const none = !race || race.phase === "none" || !race.standings;
+    panel.classList.toggle("hidden", none);
+    if (none) return;
     const leader = race.standings[0];
     const lap = leader ? Math.min(leader.laps + 1, race.laps) : 1;
     $("race-title").textContent = `Race · ${race.track} · ${race.laps} lap${race.laps === 1 ? "" : "s"}`;
