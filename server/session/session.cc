@@ -297,12 +297,9 @@ absl::StatusOr<RaceReport> Session::StartRace(const StartRaceCommand& command) {
 absl::StatusOr<std::uint32_t> Session::RaceTrack(absl::string_view name) const {
   TurnLock lock(this);
   const sim::WorldParams& params = world_.params();
-  const auto is_track = [&](std::size_t route) {
-    return route < params.tracks.size() && params.tracks[route] != nullptr;
-  };
   std::vector<std::string> tracks;
   for (std::size_t route = 0; route < config_.route_names.size(); ++route) {
-    if (!is_track(route)) continue;
+    if (!params.IsRaceTrack(route)) continue;
     if (name.empty() || config_.route_names[route] == name) {
       return static_cast<std::uint32_t>(route);
     }

@@ -244,3 +244,15 @@ def test_spawn_points_are_checked_as_the_grid_slots_they_may_become(client):
         pb.CreateSessionRequest(config=config)))
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert "spawn_points[0].pose.x_m: must be finite" in details
+    # A track but no spawn points: no grid to put the cars on.
+    config = pb.SessionConfig(name="no grid")
+    config.tracks.add(name="square", closed=True, lane_width_m=8.0, points=[
+        pb.Point2D(x_m=0, y_m=0), pb.Point2D(x_m=100, y_m=0), pb.Point2D(x_m=100, y_m=100),
+        pb.Point2D(x_m=0, y_m=100)])
+    sid = client.stub.CreateSession(pb.CreateSessionRequest(config=config)).session.session_id
+    client.spawn_vehicles(sid, [pitlane.vehicle_spec(x_m=10.0, y_m=0.0)])
+    code, details = call_error(lambda: client.start_race(sid, grid_from_spawn_points=True))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "grid_from_spawn_points: the session has no spawn points" in details
+    assert client.start_race(sid).track == "square"  # Where it stands: fine.
+    client.delete_session(sid)

@@ -113,14 +113,8 @@ void Race::Update(double now_s, const std::function<std::optional<Pose2>(Vehicle
     }
   } else {
     race_time_s_ = now_s - start_s_;
-    const auto find = [&](VehicleId vehicle) -> Car* {
-      const auto it = std::lower_bound(
-          cars_.begin(), cars_.end(), vehicle,
-          [](const Car& car, VehicleId id) { return car.entry.vehicle < id; });
-      return it != cars_.end() && it->entry.vehicle == vehicle ? &*it : nullptr;
-    };
     for (const VehicleId vehicle : contacts_begun) {
-      Car* car = find(vehicle);
+      Car* car = Find(vehicle);
       if (car == nullptr || car->retired || car->finished) continue;
       ++car->contacts;
       Penalize(*car, rules_.penalty_contact_s, RaceEvent::Cause::kContact, race_time_s_, events);
@@ -241,18 +235,18 @@ std::vector<RaceStanding> Race::Standings() const {
   return standings;
 }
 
-bool Race::Entered(VehicleId vehicle) const {
+const Race::Car* Race::Find(VehicleId vehicle) const {
   const auto it = std::lower_bound(
       cars_.begin(), cars_.end(), vehicle,
       [](const Car& car, VehicleId id) { return car.entry.vehicle < id; });
-  return it != cars_.end() && it->entry.vehicle == vehicle;
+  return it != cars_.end() && it->entry.vehicle == vehicle ? &*it : nullptr;
 }
 
+bool Race::Entered(VehicleId vehicle) const { return Find(vehicle) != nullptr; }
+
 const LapTracker* Race::TrackerOf(VehicleId vehicle) const {
-  for (const Car& car : cars_) {
-    if (car.entry.vehicle == vehicle) return car.tracker.has_value() ? &*car.tracker : nullptr;
-  }
-  return nullptr;
+  const Car* car = Find(vehicle);
+  return car != nullptr && car->tracker.has_value() ? &*car->tracker : nullptr;
 }
 
 }  // namespace pitlane::sim

@@ -171,6 +171,11 @@ class Race {
   };
   Race(const TrackGeometry& track, const RaceRules& rules, std::vector<Entry> entries,
        double now_s);
+  // The car of `vehicle` (cars_ is by id), or null. O(log n).
+  const Car* Find(VehicleId vehicle) const;
+  Car* Find(VehicleId vehicle) {
+    return const_cast<Car*>(static_cast<const Race*>(this)->Find(vehicle));
+  }
   void Penalize(Car& car, double seconds, RaceEvent::Cause cause, double time_s,
                 std::vector<RaceEvent>* events);
 

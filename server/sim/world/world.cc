@@ -650,7 +650,7 @@ void World::Step(std::vector<ContactEvent>* transitions) {
 absl::Status World::StartRace(std::uint32_t route, const RaceRules& rules,
                               absl::Span<const VehicleId> vehicles, bool replace,
                               absl::Span<const Pose2> grid) {
-  if (route >= params_.tracks.size() || params_.tracks[route] == nullptr) {
+  if (!params_.IsRaceTrack(route)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "track: route ", route, " is not a race track",
         route < params_.not_raced_because.size() && !params_.not_raced_because[route].empty()
@@ -747,6 +747,12 @@ absl::Status World::CheckGridIsClear(absl::Span<const Race::Entry> entries) cons
     const CollisionBox box = VehicleBox(table, row);
     bodies.push_back({box.center_x_m, -1, row, box});
   }
+  const auto blocked = [&](std::ptrdiff_t entry, std::size_t row) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "grid[", entry, "]: vehicle ", table.ids[row],
+        " (not in this race) stands on the grid slot of vehicle ", entries[entry].vehicle,
+        "; move it, remove it, or enter it"));
+  };
   double widest = 0.0;
   for (const Body& body : bodies) widest = std::max(widest, radius(body.box));
   std::sort(bodies.begin(), bodies.end(),
@@ -766,20 +772,14 @@ absl::Status World::CheckGridIsClear(absl::Span<const Race::Entry> entries) cons
             "grid[", std::max(first, other.entry), "]: its slot overlaps grid[",
             std::min(first, other.entry), "]: the cars of the two would touch"));
       }
-      return absl::FailedPreconditionError(absl::StrCat(
-          "grid[", first, "]: vehicle ", table.ids[other.row],
-          " (not in this race) stands on the grid slot of vehicle ", entries[first].vehicle,
-          "; move it, remove it, or enter it"));
+      return blocked(first, other.row);
     }
     // And those before it that are not entered (the entered ones met it from their side).
     for (std::size_t j = k; j-- > 0;) {
       const Body& other = bodies[j];
       if (other.center_x_m < mine.center_x_m - reach) break;
       if (other.entry >= 0 || !CollideBoxes(mine.box, other.box).touching) continue;
-      return absl::FailedPreconditionError(absl::StrCat(
-          "grid[", mine.entry, "]: vehicle ", table.ids[other.row],
-          " (not in this race) stands on the grid slot of vehicle ", entries[mine.entry].vehicle,
-          "; move it, remove it, or enter it"));
+      return blocked(mine.entry, other.row);
     }
   }
   return absl::OkStatus();
@@ -831,9 +831,7 @@ std::optional<World::Motion> World::MotionOf(VehicleId id) const {
 }
 
 absl::Status World::ResolveTimingRoute(VehicleSpec& spec) const {
-  const auto is_track = [this](std::uint32_t route) {
-    return route < params_.tracks.size() && params_.tracks[route] != nullptr;
-  };
+  const auto is_track = [this](std::uint32_t route) { return params_.IsRaceTrack(route); };
   if (spec.timing_track.has_value()) {
     const std::uint32_t route = *spec.timing_track;
     if (route >= params_.routes.size()) {

@@ -83,6 +83,9 @@ struct WorldParams {
   std::vector<std::shared_ptr<const TrackGeometry>> tracks;
   // Per route, why it is not a race track (empty for tracks).
   std::vector<std::string> not_raced_because;
+  bool IsRaceTrack(std::size_t route) const {
+    return route < tracks.size() && tracks[route] != nullptr;
+  }
   // The first ids of this world: 1, or the next ids of a world it replaces.
   IdCounters first_ids;
 };
