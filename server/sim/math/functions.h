@@ -335,8 +335,12 @@ inline double AtanFast(double x) {
 inline double Atan2(double y, double x) {
   // The common case, a small angle right of the y axis (a tick's turn): AtanKernel's k = 0,
   // kind 0 path inline, with the same operations (so the same bits), the sign carried through
-  // the odd series (copysign: a y/x that underflows to -0 would lose it).
-  if (x > 0.0 && x <= 0x1p900 && std::abs(y) <= math_internal::kAtanMid[0] * x) {
+  // the odd series (copysign: a y/x that underflows to -0 would lose it). Two comparisons
+  // select it: x >= 2^-1000 (positive, not NaN, and 0.135 x a normal number, rounded to
+  // 2^-53 of itself: for a subnormal x it could round to a third more, too far for the
+  // series), and |y| < 0.135 x (false for NaN and for an infinite y; an infinite x with a
+  // finite y gives y / x = +-0, atan2's value).
+  if (x >= 0x1p-1000 && std::abs(y) < math_internal::kAtanMid[0] * x) {
     const double u = y / x;
     const double z = u * u;
     return std::copysign(u + u * z * math_internal::AtanSeries(z), y);

@@ -210,6 +210,12 @@ TEST(Atan2, WithinOneAndAHalfUlpOfLibm) {
          const double x = std::exp2(e(rng)) * ((rng() & 1) ? -1 : 1);
          const double y = std::exp2(e(rng)) * ((rng() & 1) ? -1 : 1);
          return std::pair{x, y};
+       }},
+      // Subnormal x (and y): 0.135 x rounds far from its value there, so the fast path must
+      // not be chosen by comparing with it.
+      {"x, y in 2^-1074 [-64, 64]", [&rng] {
+         std::uniform_int_distribution<int> n(-64, 64);
+         return std::pair{0x1p-1074 * n(rng), 0x1p-1074 * n(rng)};
        }}};
   double worst = 0.0;
   for (const Sample& sample : samples) {
