@@ -5,9 +5,12 @@ where gymnasium is importable."""
 
 import math
 
+import grpc
 import numpy as np
 import pytest
 
+import pitlane
+from conftest import running_token_server
 from pitlane import envs
 
 TICK_S = 1.0 / 50.0
@@ -123,6 +126,41 @@ def test_the_same_seed_gives_the_same_episode(address):
     finally:
         a.close()
         b.close()
+
+
+def test_an_env_steps_with_its_clients_tokens(tmp_path):
+    # A team's client (the owner token of another session) makes an env: its steps (the action
+    # written into the request's bytes) carry the token the client would use for the env's
+    # session, and equal an admin's env step for step. When the token tried first is refused
+    # (here the session's own owner token, revoked), the step is made again the client's usual
+    # way (its own token), once: the refused call changed nothing.
+    with running_token_server(tmp_path) as (server, admin_token, _):
+        with pitlane.Client(server.address, token=admin_token, timeout_s=10.0) as admin:
+            team_token, _ = admin.owner_tokens[admin.create_session(name="team").session_id]
+            with pitlane.Client(server.address, token=team_token, timeout_s=10.0) as team:
+                e = envs.DrivingEnv(client=team, start_noise=(0.0, 0.0, 0.0))
+                reference = envs.DrivingEnv(server.address, token=admin_token,
+                                            start_noise=(0.0, 0.0, 0.0))
+                try:
+                    e.reset(seed=5)
+                    reference.reset(seed=5)
+                    # pylint: disable=protected-access
+                    owner_token, token_id = team.owner_tokens[e.session_id]
+                    for i, action in enumerate(([3.0, 0.2], [1.0, -0.4], [-2.0, 0.0])):
+                        if i == 2:  # The owner token first, then revoked.
+                            team._bearer._owner_first.add(e.session_id)
+                            assert team._bearer.token_for(e.session_id) == owner_token
+                            admin.revoke_token(e.session_id, token_id)
+                        obs, reward, _, _, info = e.step(action)
+                        expected, expected_reward, _, _, _ = reference.step(action)
+                        np.testing.assert_array_equal(obs, expected)
+                        assert reward == expected_reward
+                    assert info["tick"] == 3 * e._ticks_per_step
+                    assert admin.get_state(e.session_id).time.tick == info["tick"]
+                    assert team._bearer.token_for(e.session_id) == team_token
+                finally:
+                    e.close()
+                    reference.close()
 
 
 def test_render_draws_the_car(env):

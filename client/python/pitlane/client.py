@@ -1258,6 +1258,31 @@ class Client(_Api):
             metadata.append((REPLICA_HEADER, self._replica))
         return self._step_sessions_serialized(request, timeout=self.timeout_s, metadata=metadata)
 
+    def _step_session_from_bytes(self, request: bytes, session_id: str) -> pb.StepSessionsResponse:
+        """StepSessions of one session, `session_id`, from a request serialized already (a
+        DrivingEnv's step, its action written into the bytes), with the headers the
+        interceptors would add: the session's routing header and the token they would try
+        first for it. If that token is refused and the client holds the session's owner token
+        (the server did nothing), the call is made again through the interceptors, which try
+        the other token and remember which one the session takes."""
+        if _SESSION_ID.fullmatch(session_id):
+            metadata = [(SESSION_HEADER, session_id)]
+        else:
+            metadata = [(REPLICA_HEADER, self._replica)] if self._replica else []
+        if self._bearer is None:
+            return self._step_sessions_serialized(request, timeout=self.timeout_s,
+                                                  metadata=metadata)
+        metadata.append(("authorization", f"Bearer {self._bearer.token_for(session_id)}"))
+        try:
+            return self._step_sessions_serialized(request, timeout=self.timeout_s,
+                                                  metadata=metadata)
+        except grpc.RpcError as error:
+            if (session_id not in self.owner_tokens
+                    or error.code() not in (*_BearerToken._RETRY_AS_OWNER,  # pylint: disable=protected-access
+                                            grpc.StatusCode.UNAUTHENTICATED)):
+                raise
+        return self._unary("StepSessions", pb.StepSessionsRequest.FromString(request))
+
     def with_token(self, token: str) -> "Client":
         """A new connection to the same server, with the same TLS settings, as ``token``."""
         return Client(self._address, timeout_s=self.timeout_s, token=token, **self._tls_args)
