@@ -132,19 +132,27 @@ def test_an_env_steps_with_its_clients_tokens(tmp_path):
     # A team's client (the owner token of another session) makes an env: its steps (the action
     # written into the request's bytes) carry the token the client would use for the env's
     # session, and equal an admin's env step for step. When the token tried first is refused
-    # (here the session's own owner token, revoked), the step is made again the client's usual
-    # way (its own token), once: the refused call changed nothing.
+    # (here the session's own owner token, revoked), the step is made again with the other
+    # token, as the client's interceptors would: two calls, and the refused one changed nothing.
     with running_token_server(tmp_path) as (server, admin_token, _):
         with pitlane.Client(server.address, token=admin_token, timeout_s=10.0) as admin:
             team_token, _ = admin.owner_tokens[admin.create_session(name="team").session_id]
             with pitlane.Client(server.address, token=team_token, timeout_s=10.0) as team:
+                # pylint: disable=protected-access
+                sent = []  # The authorization header of each StepSessions call from bytes.
+                send = team._step_sessions_serialized
+
+                def counted(request, **kwargs):
+                    sent.append(dict(kwargs["metadata"])["authorization"])
+                    return send(request, **kwargs)
+
+                team._step_sessions_serialized = counted
                 e = envs.DrivingEnv(client=team, start_noise=(0.0, 0.0, 0.0))
                 reference = envs.DrivingEnv(server.address, token=admin_token,
                                             start_noise=(0.0, 0.0, 0.0))
                 try:
                     e.reset(seed=5)
                     reference.reset(seed=5)
-                    # pylint: disable=protected-access
                     owner_token, token_id = team.owner_tokens[e.session_id]
                     for i, action in enumerate(([3.0, 0.2], [1.0, -0.4], [-2.0, 0.0])):
                         if i == 2:  # The owner token first, then revoked.
@@ -152,15 +160,51 @@ def test_an_env_steps_with_its_clients_tokens(tmp_path):
                             assert team._bearer.token_for(e.session_id) == owner_token
                             admin.revoke_token(e.session_id, token_id)
                         obs, reward, _, _, info = e.step(action)
+                        assert e._slots is not None  # The steps were sent as bytes.
                         expected, expected_reward, _, _, _ = reference.step(action)
                         np.testing.assert_array_equal(obs, expected)
                         assert reward == expected_reward
+                    assert sent == [f"Bearer {team_token}"] * 2 + [f"Bearer {owner_token}",
+                                                                   f"Bearer {team_token}"]
                     assert info["tick"] == 3 * e._ticks_per_step
                     assert admin.get_state(e.session_id).time.tick == info["tick"]
                     assert team._bearer.token_for(e.session_id) == team_token
                 finally:
                     e.close()
                     reference.close()
+
+
+def test_a_client_subclass_sees_every_step(address):
+    # A Client subclass that changes how steps are made is not bypassed by the bytes path.
+    class Counting(pitlane.Client):
+        calls = 0
+
+        def step_sessions(self, steps, *, table=False):
+            Counting.calls += 1
+            return super().step_sessions(steps, table=table)
+
+    with Counting(address) as client:
+        e = envs.DrivingEnv(client=client)
+        vector = envs.VectorDrivingEnv(2, client=client)
+        try:
+            e.reset(seed=1)
+            vector.reset(seed=1)
+            for _ in range(3):
+                e.step([1.0, 0.1])
+                vector.step([[1.0, 0.1], [0.5, -0.1]])
+            assert Counting.calls == 6
+        finally:
+            e.close()
+            vector.close()
+
+
+def test_a_failed_reset_leaves_nothing_to_step(env):
+    env.reset(seed=2)
+    env.step([1.0, 0.0])
+    with pytest.raises(Exception):
+        env.reset(options={"start": (math.nan, 0.0, 0.0)})
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step([1.0, 0.0])
 
 
 def test_render_draws_the_car(env):

@@ -1258,30 +1258,43 @@ class Client(_Api):
             metadata.append((REPLICA_HEADER, self._replica))
         return self._step_sessions_serialized(request, timeout=self.timeout_s, metadata=metadata)
 
-    def _step_session_from_bytes(self, request: bytes, session_id: str) -> pb.StepSessionsResponse:
+    def _step_session_from_bytes(self, request: bytes,
+                                 session_id: str) -> pb.StepSessionsResponse:
         """StepSessions of one session, `session_id`, from a request serialized already (a
-        DrivingEnv's step, its action written into the bytes), with the headers the
-        interceptors would add: the session's routing header and the token they would try
-        first for it. If that token is refused and the client holds the session's owner token
-        (the server did nothing), the call is made again through the interceptors, which try
-        the other token and remember which one the session takes."""
+        DrivingEnv's step, its action written into the bytes), with what the interceptors
+        would add to it: the session's routing header, and the token their rules choose for the
+        session, made again with the other token where they would (a refused call changed
+        nothing on the server)."""
         if _SESSION_ID.fullmatch(session_id):
             metadata = [(SESSION_HEADER, session_id)]
         else:
             metadata = [(REPLICA_HEADER, self._replica)] if self._replica else []
+
+        def send(token):
+            headers = metadata if token is None else [*metadata, ("authorization",
+                                                                  f"Bearer {token}")]
+            return self._step_sessions_serialized(request, timeout=self.timeout_s,
+                                                  metadata=headers)
+
         if self._bearer is None:
-            return self._step_sessions_serialized(request, timeout=self.timeout_s,
-                                                  metadata=metadata)
-        metadata.append(("authorization", f"Bearer {self._bearer.token_for(session_id)}"))
+            return send(None)
+        token, as_owner = self._bearer.first(session_id)
         try:
-            return self._step_sessions_serialized(request, timeout=self.timeout_s,
-                                                  metadata=metadata)
+            response = send(token)
         except grpc.RpcError as error:
-            if (session_id not in self.owner_tokens
-                    or error.code() not in (*_BearerToken._RETRY_AS_OWNER,  # pylint: disable=protected-access
-                                            grpc.StatusCode.UNAUTHENTICATED)):
+            again = self._bearer.after(session_id, as_owner, error.code())
+            if again is None:
                 raise
-        return self._unary("StepSessions", pb.StepSessionsRequest.FromString(request))
+        else:
+            self._bearer.after(session_id, as_owner, grpc.StatusCode.OK)
+            return response
+        try:
+            response = send(again[0])
+        except grpc.RpcError as error:
+            self._bearer.after_retry(session_id, again[1], error.code())
+            raise
+        self._bearer.after_retry(session_id, again[1], grpc.StatusCode.OK)
+        return response
 
     def with_token(self, token: str) -> "Client":
         """A new connection to the same server, with the same TLS settings, as ``token``."""

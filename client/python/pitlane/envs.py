@@ -319,14 +319,17 @@ class DrivingEnv(_SessionOwner, _BASE):
         # The StepSessions request of a step, made at reset: a step sets its control's values.
         self._request: Optional[pb.StepSessionsRequest] = None
         self._control: Optional[pb.VehicleControl] = None
-        # The request's bytes and where the action's two doubles lie in them (_marked_bytes):
-        # a step writes its action there. None: the request is serialized each step.
+        # The request's bytes and where the action's two doubles lie in them (_marked_bytes),
+        # made at the episode's first step: a step writes its action there. _slots None: the
+        # request is serialized each step.
         self._buffer: Optional[bytearray] = None
         self._slots: Optional[list] = None
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
         """A new episode: the session from scratch (a new one for a new seed), the car at the
         seeded start. ``options``: ``{"start": (x, y, yaw)}`` to start elsewhere."""
+        # Until this reset is done: a failure below leaves no request to step.
+        self._request = self._buffer = self._slots = None
         if _gym is not None:
             # Gymnasium's own seeding (np_random), which its checker expects; the start noise
             # draws from it.
@@ -345,10 +348,6 @@ class DrivingEnv(_SessionOwner, _BASE):
         self._request = pb.StepSessionsRequest()
         step = self._request.steps.add(session_id=self.session_id, ticks=self._ticks_per_step)
         self._control = step.controls.add(vehicle_id=self.vehicle_id)
-        self._slots = None
-        if hasattr(self.client, "_step_session_from_bytes"):
-            data, self._slots = _marked_bytes(self._control, self._request.SerializeToString)
-            self._buffer = bytearray(data)
         vehicle = _vehicle(self._state, self.vehicle_id)
         return self._car.observe(vehicle), self._info(vehicle)
 
@@ -357,6 +356,11 @@ class DrivingEnv(_SessionOwner, _BASE):
             raise RuntimeError("call reset() before step()")
         # One call: the controls and the ticks together (StepSessions with this session).
         accel, steer = self._car.clip(action)
+        if self._buffer is None:  # The episode's first step.
+            data, self._slots = _marked_bytes(self._control, self._request.SerializeToString)
+            self._buffer = bytearray(data)
+            if not _takes_bytes(self.client):
+                self._slots = None
         if self._slots is not None:
             # The action written into the request's bytes.
             buffer = self._buffer
@@ -534,13 +538,14 @@ class VectorDrivingEnv:
         car = self._car
         if self._buffer is None:
             self._serialize()
-        # The bytes of the request with the actions written in (a call of one session goes
-        # the usual way, for the token rules of a session's own calls).
-        if (self._offsets is not None and self.num_envs > 1
-                and hasattr(self.client, "_step_sessions_from_bytes")):
+        # The bytes of the request with the actions written in (a call of one session follows
+        # that session's token rules, as DrivingEnv's).
+        if self._offsets is not None and _takes_bytes(self.client):
             self._view[self._offsets] = actions.astype("<f8").view(np.uint8).reshape(-1)
-            response = self.client._step_sessions_from_bytes(  # pylint: disable=protected-access
-                bytes(self._buffer), self._request.steps[0].session_id)
+            # pylint: disable=protected-access
+            send = (self.client._step_session_from_bytes if self.num_envs == 1
+                    else self.client._step_sessions_from_bytes)
+            response = send(bytes(self._buffer), self._request.steps[0].session_id)
             if response.HasField("vehicle_table"):
                 read = self._read_table(response)
             else:
@@ -687,6 +692,14 @@ class VectorDrivingEnv:
 # Two marker values a control is given while its request is serialized, to find where its
 # action values lie in the bytes.
 _MARKERS = (1234567.890625, -7654321.109375)
+
+
+def _takes_bytes(client):
+    """Whether envs may send `client` a StepSessions request's bytes (its private methods for
+    that): a pitlane.Client whose step_sessions is the package's own, so that a subclass that
+    changes how steps are made sees every step."""
+    return (isinstance(client, pitlane.Client)
+            and type(client).step_sessions is pitlane.Client.step_sessions)
 
 
 def _marked_bytes(control, serialize):
