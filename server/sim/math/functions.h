@@ -21,6 +21,10 @@
 #include <cmath>
 #include <cstdint>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "server/sim/math/exact_arithmetic.h"
 #include "server/sim/math/geometry.h"
 #include "server/sim/math/trig.h"
@@ -336,16 +340,25 @@ inline double AtanFast(double x) {
 
 inline double Atan2(double y, double x) {
   // The common case, a small angle right of the y axis (a tick's turn): AtanKernel's k = 0,
-  // kind 0 path inline, with the same operations (so the same bits), the sign carried through
-  // the odd series (copysign: a y/x that underflows to -0 would lose it). Two comparisons
+  // kind 0 path inline, with the same operations (so the same bits). Two comparisons
   // select it: x >= 2^-1000 (positive, not NaN, and 0.135 x a normal number, rounded to
   // 2^-53 of itself: for a subnormal x it could round to a third more, too far for the
   // series), and |y| < 0.135 x (false for NaN and for an infinite y; an infinite x with a
-  // finite y gives y / x = +-0, atan2's value).
-  if (x >= 0x1p-1000 && std::abs(y) < math_internal::kAtanMid[0] * x) {
-    const double u = y / x;
+  // finite y gives y / x = +-0, atan2's value). The angle of |y| is >= +0 (the odd series
+  // and the division round the same for either sign), and takes y's sign bit by an xor: C's
+  // atan2(-0, x) = -0 also where y/x underflows, in two instructions where copysign, which
+  // must clear the sign first, takes four.
+  const double ay = std::abs(y);
+  if (x >= 0x1p-1000 && ay < math_internal::kAtanMid[0] * x) {
+    const double u = ay / x;
     const double z = u * u;
-    return std::copysign(u + u * z * math_internal::AtanSeries(z), y);
+    const double v = u + u * z * math_internal::AtanSeries(z);
+#if defined(__SSE2__)
+    const __m128d sign = _mm_and_pd(_mm_set_sd(y), _mm_set_sd(-0.0));
+    return _mm_cvtsd_f64(_mm_xor_pd(_mm_set_sd(v), sign));
+#else
+    return std::copysign(v, y);
+#endif
   }
   return math_internal::Atan2General(y, x);
 }

@@ -23,9 +23,6 @@ constexpr std::uint64_t kTwoOverPiBits[20] = {
 };
 
 // pi/2 = kHalfPiHi + kHalfPiLo to 106 bits.
-constexpr double kHalfPiHi = 1.5707963267948966;
-constexpr double kHalfPiLo = 6.123233995736766e-17;
-
 // Bits j .. j + 63 of 2/pi after the point (bit 1 is the first), as one word.
 std::uint64_t TwoOverPiWord(int j) {
   const int index = (j - 1) / 64;
@@ -116,6 +113,24 @@ void SinCosLarge(double x, double* sin_out, double* cos_out) {
   const double cos_corrected = cos_r - r_lo * sin_r;
   ApplyQuadrant(quadrant, sin_corrected, cos_corrected, sin_out, cos_out);
   if (x < 0.0) *sin_out = -*sin_out;
+}
+
+SinCosPair SinCosFar(double x) {
+  SinCosPair result;
+  if (!(std::abs(x) <= kSinCosFastRange_rad)) {
+    SinCosLarge(x, &result.sin, &result.cos);
+    return result;
+  }
+  const double k = (x * kTwoOverPi + kRoundingShift) - kRoundingShift;
+  // Two parts suffice unless r is small (x next to a multiple of pi/2): the rest's rounding,
+  // 2^-87, times |k| <= 652 is below 2^-77, under 2^-65 of any |r| >= 2^-12.
+  double r = (x - k * kHalfPiHead) - k * kHalfPiRest;
+  if (std::abs(r) < 0x1p-12) r = ((x - k * kHalfPiHead) - k * kHalfPiMiddle) - k * kHalfPiTail;
+  double sin_r, cos_r;
+  SinCosPolynomial(r, &sin_r, &cos_r);
+  const auto quadrant = static_cast<std::uint64_t>(static_cast<std::int64_t>(k)) & 3u;
+  ApplyQuadrant(quadrant, sin_r, cos_r, &result.sin, &result.cos);
+  return result;
 }
 
 }  // namespace pitlane::sim::trig_internal

@@ -8,8 +8,10 @@
 // build does not), and is accurate to under two units in the last place.
 //
 // Method, for |x| <= kSinCosFastRange_rad:
-//   1. x = k * pi/2 + r with k = round(x * 2/pi) and |r| <= pi/4 (plus rounding). pi/2 is
-//      split Cody-Waite style into three parts (see kHalfPiHead).
+//   1. x = k * pi/2 + r with k = round(x * 2/pi) and |r| <= pi/4 (plus rounding). Inline, for
+//      |x| <= kSinCosInlineRange_rad (wrapped headings, wheel angles, turns), pi/2 in two
+//      parts (kHalfPiHi, kHalfPiLo); beyond, out of line, split Cody-Waite style into three
+//      parts (see kHalfPiHead).
 //   2. sin r and cos r from their Taylor series through r^17 and r^16: on |r| <= pi/4 the
 //      first dropped terms are at most (pi/4)^19/19! = 8.4e-20 and (pi/4)^18/18! = 2.0e-18,
 //      far below half an ulp of the results where they matter (5.5e-17 near pi/4).
@@ -32,6 +34,12 @@ inline constexpr double kSinCosFastRange_rad = 1024.0;
 namespace trig_internal {
 
 inline constexpr double kHalfPi = std::numbers::pi / 2;
+// fl(pi/2) and fl(pi/2 - fl(pi/2)): pi/2 to within 2^-107. For |k| <= 2, k * hi and k * lo
+// are exact (a doubling at most).
+inline constexpr double kHalfPiHi = kHalfPi;
+inline constexpr double kHalfPiLo = 6.123233995736766e-17;
+// |x| up to which SinCos reduces inline with them: below 5 pi / 4, so |k| <= 2.
+inline constexpr double kSinCosInlineRange_rad = 3.9;
 // pi/2 in three parts, Cody-Waite style: a head and a middle of 33 significant bits each (the
 // head is the double nearest pi/2 with its low 20 bits cleared; the middle likewise of
 // pi/2 - head), so that k * head and k * middle are exact for |k| < 2^20, and a tail, the next
@@ -104,22 +112,34 @@ inline void ApplyQuadrant(std::uint64_t quadrant, double sin_r, double cos_r, do
 // SinCos beyond the fast range: Payne-Hanek reduction; NaN for infinities and NaN. In trig.cc.
 void SinCosLarge(double x, double* sin_out, double* cos_out);
 
+// SinCos beyond the inline range: the three-part reduction up to kSinCosFastRange_rad, then
+// SinCosLarge. In trig.cc. Returned by value (in registers), so that the variables an inline
+// SinCos writes to need not live in memory on the common path.
+struct SinCosPair {
+  double sin;
+  double cos;
+};
+SinCosPair SinCosFar(double x);
+
 }  // namespace trig_internal
 
 // Sets *sin_out = sin(x), *cos_out = cos(x). Domain: every double (NaN for infinities).
 // Error: < 2 ulp (measured 1.6 by math/functions_test.cc), relative also next to the zeros.
 inline void SinCos(double x, double* sin_out, double* cos_out) {
   using namespace trig_internal;
-  if (!(std::abs(x) <= kSinCosFastRange_rad)) {
-    SinCosLarge(x, sin_out, cos_out);
+  if (!(std::abs(x) <= kSinCosInlineRange_rad)) {
+    const SinCosPair far = SinCosFar(x);
+    *sin_out = far.sin;
+    *cos_out = far.cos;
     return;
   }
-  const double k = (x * kTwoOverPi + kRoundingShift) - kRoundingShift;
-  // Two parts suffice unless r is small (x next to a multiple of pi/2): the rest's rounding,
-  // 2^-87, times |k| <= 652 is below 2^-77, under 2^-65 of any |r| >= 2^-12. The branch is
-  // off the critical path and rarely taken.
-  double r = (x - k * kHalfPiHead) - k * kHalfPiRest;
-  if (std::abs(r) < 0x1p-12) r = ((x - k * kHalfPiHead) - k * kHalfPiMiddle) - k * kHalfPiTail;
+  const double k = (x * kTwoOverPi + kRoundingShift) - kRoundingShift;  // |k| <= 2.
+  // Rounded once: k hi and k lo are exact, and so is x - k hi (for k != 0 both are multiples
+  // of ulp(x) / 2 and differ by less than 1). pi/2 - hi - lo, below 2^-107, is what r lacks;
+  // next to a multiple of pi/2, where r is smallest, |r| >= |k| lo / 4 (x - k hi is a multiple
+  // of at least 2^-53 |k|, k lo is 0.28 or 0.55 of that), so its relative error stays
+  // within about 2^-52.
+  const double r = (x - k * kHalfPiHi) - k * kHalfPiLo;
   double sin_r, cos_r;
   SinCosPolynomial(r, &sin_r, &cos_r);
   const auto quadrant = static_cast<std::uint64_t>(static_cast<std::int64_t>(k)) & 3u;
