@@ -28,21 +28,28 @@ Contact MakeContact(VehicleId vehicle, ObjectKind kind, std::uint64_t other_id,
   };
 }
 
-// Appends `contact` (of vehicle `vehicle`, and of vehicle `other` unless it is -1) within the
-// scene's budget; beyond it, counts it and marks its vehicles instead.
-void Keep(CollisionScene& scene, std::vector<Contact>& contacts, const Contact& contact,
-          std::uint32_t vehicle, std::int64_t other = -1) {
-  if (scene.contacts_kept < scene.contact_limit) {
-    ++scene.contacts_kept;
-    contacts.push_back(contact);
-    return;
-  }
+// Keep beyond the budget: counts the contact and marks its vehicles. Out of line, so that the
+// common path stays in the callers' loops.
+[[gnu::noinline]] void DropBeyondBudget(CollisionScene& scene, std::uint32_t vehicle,
+                                        std::int64_t other) {
   ++scene.contacts_dropped;
   if (scene.touched_beyond_budget.empty()) {
     scene.touched_beyond_budget.assign(scene.vehicle_boxes.size(), 0);
   }
   scene.touched_beyond_budget[vehicle] = 1;
   if (other >= 0) scene.touched_beyond_budget[static_cast<std::size_t>(other)] = 1;
+}
+
+// Appends `contact` (of vehicle `vehicle`, and of vehicle `other` unless it is -1) within the
+// scene's budget; beyond it, counts it and marks its vehicles instead.
+inline void Keep(CollisionScene& scene, std::vector<Contact>& contacts, const Contact& contact,
+                 std::uint32_t vehicle, std::int64_t other = -1) {
+  if (scene.contacts_kept < scene.contact_limit) [[likely]] {
+    ++scene.contacts_kept;
+    contacts.push_back(contact);
+    return;
+  }
+  DropBeyondBudget(scene, vehicle, other);
 }
 
 // The pose a fraction `s` in [0, 1] of the way from `from` to `to`, turning the short way.
