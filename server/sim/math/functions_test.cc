@@ -317,8 +317,9 @@ TEST(SinCos, WithinTwoUlpsOfLibmEverywhere) {
   EXPECT_LE(worst_cos, 2.0);
 }
 
-// The doubles nearest k pi/2 within the fast range, where r is tiny and the reduction takes
-// its three-part branch: the result keeps its relative accuracy.
+// The doubles nearest k pi/2 within the fast range, where r is tiny (for |k| <= 2 the inline
+// two-part reduction, beyond it the three-part branch): the result keeps its relative
+// accuracy.
 TEST(SinCos, NearMultiplesOfHalfPiInTheFastRange) {
   double worst = 0.0;
   for (int k = -652; k <= 652; ++k) {

@@ -22,7 +22,6 @@ constexpr std::uint64_t kTwoOverPiBits[20] = {
     0x3D0739F78A5292EA, 0x6BFB5FB11F8D5D08, 0x56033046FC7B6BAB, 0xF0CFBC209AF4361D,
 };
 
-// pi/2 = kHalfPiHi + kHalfPiLo to 106 bits.
 // Bits j .. j + 63 of 2/pi after the point (bit 1 is the first), as one word.
 std::uint64_t TwoOverPiWord(int j) {
   const int index = (j - 1) / 64;

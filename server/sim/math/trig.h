@@ -134,11 +134,12 @@ inline void SinCos(double x, double* sin_out, double* cos_out) {
     return;
   }
   const double k = (x * kTwoOverPi + kRoundingShift) - kRoundingShift;  // |k| <= 2.
-  // Rounded once: k hi and k lo are exact, and so is x - k hi (for k != 0 both are multiples
-  // of ulp(x) / 2 and differ by less than 1). pi/2 - hi - lo, below 2^-107, is what r lacks;
-  // next to a multiple of pi/2, where r is smallest, |r| >= |k| lo / 4 (x - k hi is a multiple
-  // of at least 2^-53 |k|, k lo is 0.28 or 0.55 of that), so its relative error stays
-  // within about 2^-52.
+  // Rounded once: k hi and k lo are exact, and so is x - k hi (for k != 0, x and k hi are
+  // multiples of the smaller one's ulp, at least 2^-53, and differ by less than 1). What r
+  // lacks is k (pi/2 - hi - lo), below 2^-108 |k|; next to a multiple of pi/2, where r is
+  // smallest, |r| >= |k| lo, so its relative error stays below about 2^-53. (This gives the
+  // three-part reduction's bits everywhere but at the doubles just above +-pi/2 and +-pi,
+  // where r's exact value lies halfway between two doubles: 0.56 ulp there, not 0.44.)
   const double r = (x - k * kHalfPiHi) - k * kHalfPiLo;
   double sin_r, cos_r;
   SinCosPolynomial(r, &sin_r, &cos_r);
