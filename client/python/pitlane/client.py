@@ -1251,12 +1251,14 @@ class Client(_Api):
         which costs far less than serializing it. The headers are those the interceptors add
         to such a call (the interceptors cost a third of it): the routing header of its first
         session, else the client's replica, and the client's own token."""
-        metadata = list(self._token_header)
-        if _SESSION_ID.fullmatch(first_session_id):
-            metadata.append((SESSION_HEADER, first_session_id))
-        elif self._replica:
-            metadata.append((REPLICA_HEADER, self._replica))
+        metadata = [*self._token_header, *self._route_headers(first_session_id)]
         return self._step_sessions_serialized(request, timeout=self.timeout_s, metadata=metadata)
+
+    def _route_headers(self, session_id: str) -> list:
+        """The routing header _Route adds to a call about `session_id`."""
+        if _SESSION_ID.fullmatch(session_id):
+            return [(SESSION_HEADER, session_id)]
+        return [(REPLICA_HEADER, self._replica)] if self._replica else []
 
     def _step_session_from_bytes(self, request: bytes,
                                  session_id: str) -> pb.StepSessionsResponse:
@@ -1265,10 +1267,7 @@ class Client(_Api):
         would add to it: the session's routing header, and the token their rules choose for the
         session, made again with the other token where they would (a refused call changed
         nothing on the server)."""
-        if _SESSION_ID.fullmatch(session_id):
-            metadata = [(SESSION_HEADER, session_id)]
-        else:
-            metadata = [(REPLICA_HEADER, self._replica)] if self._replica else []
+        metadata = self._route_headers(session_id)
 
         def send(token):
             headers = metadata if token is None else [*metadata, ("authorization",
