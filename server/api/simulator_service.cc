@@ -69,7 +69,6 @@ std::string SpawnPointError(absl::string_view message,
   return out;
 }
 
-
 // Puts the request field that holds the offending entry in front of a lower layer's error
 // ("vehicles" + "[2].length_m"). Limit errors describe the whole request and stay as they are.
 absl::Status InField(absl::string_view field, const absl::Status& status) {

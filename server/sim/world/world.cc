@@ -831,7 +831,6 @@ std::optional<World::Motion> World::MotionOf(VehicleId id) const {
 }
 
 absl::Status World::ResolveTimingRoute(VehicleSpec& spec) const {
-  const auto is_track = [this](std::uint32_t route) { return params_.IsRaceTrack(route); };
   if (spec.timing_track.has_value()) {
     const std::uint32_t route = *spec.timing_track;
     if (route >= params_.routes.size()) {
@@ -839,7 +838,7 @@ absl::Status World::ResolveTimingRoute(VehicleSpec& spec) const {
                                                      " (the world has ", params_.routes.size(),
                                                      ")"));
     }
-    if (!is_track(route)) {
+    if (!params_.IsRaceTrack(route)) {
       return absl::InvalidArgumentError(absl::StrCat("timing_track: the session's track ",
                                                      route, " is not a race track: ",
                                                      params_.not_raced_because[route]));
@@ -847,11 +846,11 @@ absl::Status World::ResolveTimingRoute(VehicleSpec& spec) const {
   } else {
     const auto* follower =
         spec.driver.has_value() ? std::get_if<RouteFollowerSpec>(&*spec.driver) : nullptr;
-    if (follower != nullptr && is_track(follower->route)) {
+    if (follower != nullptr && params_.IsRaceTrack(follower->route)) {
       spec.timing_track = follower->route;
     } else {
       for (std::uint32_t route = 0; route < params_.tracks.size(); ++route) {
-        if (is_track(route)) {
+        if (params_.IsRaceTrack(route)) {
           spec.timing_track = route;
           break;
         }
