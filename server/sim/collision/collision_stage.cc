@@ -52,6 +52,21 @@ inline void Keep(CollisionScene& scene, std::vector<Contact>& contacts, const Co
   DropBeyondBudget(scene, vehicle, other);
 }
 
+// The vehicle grid's candidate pairs, at most `max_pairs` of them (`too_many` set if there
+// were more); returns how many pairs of boxes the grid compared. Out of line: inlined into
+// CollideVehicles beside the streaming pass's copy of the same sweep, it made the parking
+// scene's step 4 to 5 % slower.
+[[gnu::noinline]] std::size_t CollectPairs(const CenterGrid& grid, std::size_t max_pairs,
+                                           std::vector<IndexPair>& pairs, bool& too_many) {
+  return grid.ForEachOverlappingPair([&](std::uint32_t first, std::uint32_t second) {
+    if (pairs.size() < max_pairs) {
+      pairs.emplace_back(first, second);
+    } else {
+      too_many = true;
+    }
+  });
+}
+
 // The pose a fraction `s` in [0, 1] of the way from `from` to `to`, turning the short way.
 Pose2 Interpolate(const Pose2& from, const Pose2& to, double s) {
   return Pose2{
@@ -272,13 +287,7 @@ std::size_t CollideVehicles(const VehicleTable& fleet, CollisionScene& scene,
   scene.pairs.clear();
   bool too_many_pairs = false;
   const std::size_t examined =
-      scene.vehicle_grid.ForEachOverlappingPair([&](std::uint32_t first, std::uint32_t second) {
-        if (scene.pairs.size() < scene.max_pairs) {
-          scene.pairs.emplace_back(first, second);
-        } else {
-          too_many_pairs = true;
-        }
-      });
+      CollectPairs(scene.vehicle_grid, scene.max_pairs, scene.pairs, too_many_pairs);
   if (too_many_pairs) {
     // Vehicles piled up: test the pairs as the broad phase finds them, holding none, and keep
     // the first contacts found (in the grid's order) within the budget, sorted by pair.

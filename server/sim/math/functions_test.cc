@@ -248,8 +248,10 @@ TEST(Atan2, SpecialValuesFollowC) {
           << "atan2(" << y << ", " << x << ")";
     }
   }
-  // y / x underflows to a signed zero on the fast path: the zero keeps y's sign.
-  for (const auto& [y, x] : {std::pair{-5e-324, 3.0}, {-1e-320, 1e5}, {5e-324, 3.0}}) {
+  // On the fast path: y / x underflows to a signed zero (the zero keeps y's sign), is
+  // subnormal, or x is the smallest that takes the path.
+  for (const auto& [y, x] : {std::pair{-5e-324, 3.0}, {-1e-320, 1e5}, {5e-324, 3.0},
+                             {-1e-310, 2.0}, {-0.0, 0x1p-1000}, {0.0, 0x1p-1000}}) {
     EXPECT_EQ(std::bit_cast<std::uint64_t>(Atan2(y, x)),
               std::bit_cast<std::uint64_t>(std::atan2(y, x)))
         << "atan2(" << y << ", " << x << ")";
@@ -257,6 +259,31 @@ TEST(Atan2, SpecialValuesFollowC) {
   EXPECT_TRUE(std::isnan(Atan2(kNan, 1.0)));
   EXPECT_TRUE(std::isnan(Atan2(1.0, kNan)));
   EXPECT_TRUE(std::isnan(Atan2(0.0, kNan)));
+}
+
+// The inline fast path (a small angle right of the y axis) gives the general path's bits,
+// and is odd in y: the signed quotient's series rounds as the kernel's does on |y|.
+TEST(Atan2, FastPathGivesTheGeneralPathsBits) {
+  std::mt19937_64 rng(20261127);
+  std::uniform_real_distribution<double> exponent(-900, 900);
+  std::uniform_real_distribution<double> ratio_exponent(-80, std::log2(0.135));
+  int mismatches = 0;
+  for (int i = 0; i < kPointsPerRange; ++i) {
+    const double x = std::exp2(exponent(rng));
+    const double y = x * std::exp2(ratio_exponent(rng)) * ((rng() & 1) ? -1 : 1);
+    const double angle = Atan2(y, x);
+    if (std::bit_cast<std::uint64_t>(angle) !=
+            std::bit_cast<std::uint64_t>(math_internal::Atan2General(y, x)) ||
+        std::bit_cast<std::uint64_t>(Atan2(-y, x)) != std::bit_cast<std::uint64_t>(-angle)) {
+      if (++mismatches <= 5) ADD_FAILURE() << "atan2(" << y << ", " << x << ")";
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+  // The smallest x on the path, against libm.
+  const double y = -1e-310, x = 0x1p-1000;
+  EXPECT_LE(UlpError(Atan2(y, x), std::atan2(static_cast<long double>(y),
+                                             static_cast<long double>(x))),
+            1.53);
 }
 
 TEST(Asin, WithinOneUlpOfLibm) {
