@@ -1084,7 +1084,7 @@ absl::Status RunStreamMode() {
       "stream: one reader of a %d-vehicle REALTIME session at real_time_factor 0, "
       "%.1f s\n",
       vehicles, wall_s);
-  absl::PrintF("  %-30s %.3f million/s (target >= 5)\n", "vehicle states received",
+  absl::PrintF("  %-30s %.3f million/s (target >= 6)\n", "vehicle states received",
                states_per_s * 1e-6);
   absl::PrintF("  %-30s %.0f/s (%d in the window)\n", "frames received",
                static_cast<double>(frames_in_window) / wall_s, frames_in_window);
