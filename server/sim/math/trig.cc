@@ -120,15 +120,12 @@ SinCosPair SinCosFar(double x) {
     SinCosLarge(x, &result.sin, &result.cos);
     return result;
   }
-  const double k = (x * kTwoOverPi + kRoundingShift) - kRoundingShift;
+  const double k = NearestHalfPiMultiple(x);
   // Two parts suffice unless r is small (x next to a multiple of pi/2): the rest's rounding,
   // 2^-87, times |k| <= 652 is below 2^-77, under 2^-65 of any |r| >= 2^-12.
   double r = (x - k * kHalfPiHead) - k * kHalfPiRest;
   if (std::abs(r) < 0x1p-12) r = ((x - k * kHalfPiHead) - k * kHalfPiMiddle) - k * kHalfPiTail;
-  double sin_r, cos_r;
-  SinCosPolynomial(r, &sin_r, &cos_r);
-  const auto quadrant = static_cast<std::uint64_t>(static_cast<std::int64_t>(k)) & 3u;
-  ApplyQuadrant(quadrant, sin_r, cos_r, &result.sin, &result.cos);
+  SinCosOfReduced(k, r, &result.sin, &result.cos);
   return result;
 }
 

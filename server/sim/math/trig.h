@@ -109,6 +109,19 @@ inline void ApplyQuadrant(std::uint64_t quadrant, double sin_r, double cos_r, do
   *cos_out = std::bit_cast<double>(second ^ (((quadrant + 1u) & 2u) << 62));
 }
 
+// k = round(x * 2/pi) (ties to even), as a double, for |x| <= kSinCosFastRange_rad.
+inline double NearestHalfPiMultiple(double x) {
+  return (x * kTwoOverPi + kRoundingShift) - kRoundingShift;
+}
+
+// sin and cos of k pi/2 + r, for an integer k and |r| <= pi/4 (plus rounding).
+inline void SinCosOfReduced(double k, double r, double* sin_out, double* cos_out) {
+  double sin_r, cos_r;
+  SinCosPolynomial(r, &sin_r, &cos_r);
+  const auto quadrant = static_cast<std::uint64_t>(static_cast<std::int64_t>(k)) & 3u;
+  ApplyQuadrant(quadrant, sin_r, cos_r, sin_out, cos_out);
+}
+
 // SinCos beyond the fast range: Payne-Hanek reduction; NaN for infinities and NaN. In trig.cc.
 void SinCosLarge(double x, double* sin_out, double* cos_out);
 
@@ -133,18 +146,14 @@ inline void SinCos(double x, double* sin_out, double* cos_out) {
     *cos_out = far.cos;
     return;
   }
-  const double k = (x * kTwoOverPi + kRoundingShift) - kRoundingShift;  // |k| <= 2.
+  const double k = NearestHalfPiMultiple(x);  // |k| <= 2.
   // Rounded once: k hi and k lo are exact, and so is x - k hi (for k != 0, x and k hi are
   // multiples of the smaller one's ulp, at least 2^-53, and differ by less than 1). What r
   // lacks is k (pi/2 - hi - lo), below 2^-108 |k|; next to a multiple of pi/2, where r is
   // smallest, |r| >= |k| lo, so its relative error stays below about 2^-53. (This gives the
   // three-part reduction's bits everywhere but at the doubles just above +-pi/2 and +-pi,
   // where r's exact value lies halfway between two doubles: 0.56 ulp there, not 0.44.)
-  const double r = (x - k * kHalfPiHi) - k * kHalfPiLo;
-  double sin_r, cos_r;
-  SinCosPolynomial(r, &sin_r, &cos_r);
-  const auto quadrant = static_cast<std::uint64_t>(static_cast<std::int64_t>(k)) & 3u;
-  ApplyQuadrant(quadrant, sin_r, cos_r, sin_out, cos_out);
+  SinCosOfReduced(k, (x - k * kHalfPiHi) - k * kHalfPiLo, sin_out, cos_out);
 }
 
 // sin, cos and sin(u)/u of an angle u, typically one tick's (half) turn: the pose updates turn
